@@ -1,0 +1,5 @@
+#pragma once
+#define CONVT_VERSION_MAJOR 0
+#define CONVT_VERSION_MINOR 1
+#define CONVT_VERSION_PATCH 0
+#define CONVT_VERSION_STRING "0.1.0"
