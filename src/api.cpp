@@ -2,6 +2,7 @@
 // of the tensors' device in canonical rank-5 form (src/backend.hpp).
 #include "convt/api.hpp"
 
+#include <utility>
 #include <sstream>
 
 #include "backend.hpp"
@@ -46,6 +47,26 @@ void check_tensor(const char* what, const TensorRef& t, const std::array<int64_t
   if (t.numel() > 0) CONVT_CHECK(t.data != nullptr, "convt: ", what, " has a null data pointer");
   for (int d = 0; d < rank; ++d)
     CONVT_CHECK(t.strides[d] >= 0, "convt: negative strides are not supported (", what, ")");
+}
+
+// Outputs must not have two elements at one address: sorted by stride, each dimension of
+// size > 1 must step over everything the smaller-stride dimensions span.
+void check_non_overlapping(const char* what, const TensorRef& t) {
+  std::array<int, kMaxTensorRank> order{};
+  int n = 0;
+  for (int d = 0; d < t.rank; ++d)
+    if (t.sizes[d] > 1) order[n++] = d;
+  for (int i = 1; i < n; ++i)  // insertion sort by stride (at most 5 entries)
+    for (int j = i; j > 0 && t.strides[order[j]] < t.strides[order[j - 1]]; --j)
+      std::swap(order[j], order[j - 1]);
+  int64_t span = 1;  // elements covered by the dimensions seen so far
+  for (int i = 0; i < n; ++i) {
+    const int d = order[i];
+    CONVT_CHECK(t.strides[d] >= span, "convt: ", what,
+                " has overlapping elements (sizes ", t.sizes_string(), ", stride ", t.strides[d],
+                " in dimension ", d, "); outputs need distinct memory for every element");
+    span = t.strides[d] * (t.sizes[d] - 1) + span;
+  }
 }
 
 template <typename CpuFn, typename CudaFn>
@@ -98,6 +119,7 @@ void forward(const Problem& p, const TensorRef& input, const TensorRef& weight, 
   check_tensor("output", output, p.output_shape(), r, p, dev);
   if (bias) check_tensor("bias", *bias, {p.out_channels}, 1, p, dev);
   if (output.numel() == 0) return;
+  check_non_overlapping("output", output);
   const Problem p3 = p.canonical3d();
   const TensorRef x = to_rank5(input, p.spatial_dims), w = to_rank5(weight, p.spatial_dims),
                   y = to_rank5(output, p.spatial_dims);
@@ -115,6 +137,7 @@ void grad_input(const Problem& p, const TensorRef& grad_output, const TensorRef&
   check_tensor("weight", weight, p.weight_shape(), r, p, dev);
   check_tensor("grad_input", grad_in, p.input_shape(), r, p, dev);
   if (grad_in.numel() == 0) return;
+  check_non_overlapping("grad_input", grad_in);
   const Problem p3 = p.canonical3d();
   const TensorRef dy = to_rank5(grad_output, p.spatial_dims), w = to_rank5(weight, p.spatial_dims),
                   dx = to_rank5(grad_in, p.spatial_dims);
@@ -132,6 +155,7 @@ void grad_weight(const Problem& p, const TensorRef& input, const TensorRef& grad
   check_tensor("grad_output", grad_output, p.output_shape(), r, p, dev);
   check_tensor("grad_weight", grad_w, p.weight_shape(), r, p, dev);
   if (grad_w.numel() == 0) return;
+  check_non_overlapping("grad_weight", grad_w);
   const Problem p3 = p.canonical3d();
   const TensorRef x = to_rank5(input, p.spatial_dims), dy = to_rank5(grad_output, p.spatial_dims),
                   dw = to_rank5(grad_w, p.spatial_dims);
@@ -148,6 +172,7 @@ void grad_bias(const Problem& p, const TensorRef& grad_output, const TensorRef& 
   check_tensor("grad_output", grad_output, p.output_shape(), r, p, dev);
   check_tensor("grad_bias", grad_b, {p.out_channels}, 1, p, dev);
   if (grad_b.numel() == 0) return;
+  check_non_overlapping("grad_bias", grad_b);
   const Problem p3 = p.canonical3d();
   const TensorRef dy = to_rank5(grad_output, p.spatial_dims);
   dispatch(

@@ -1,9 +1,11 @@
 // Internal interface between the public API (src/api.cpp) and the backends.
 //
 // The API validates the call and hands each backend the canonical 3-D problem
-// (Problem::canonical3d()) with every tensor viewed as rank 5 (N, C, D, H, W); a 1-D or
-// 2-D problem's missing leading spatial dimensions have size 1. Outputs with no elements
-// never reach a backend. Backends overwrite their outputs completely.
+// (Problem::canonical3d()) with every tensor except bias / grad_bias viewed as rank 5
+// (N, C, D, H, W); a 1-D or 2-D problem's missing leading spatial dimensions have size 1
+// (and stride 0). Bias and grad_bias stay rank 1 with their own stride. Outputs with no
+// elements never reach a backend, and outputs never have overlapping elements. Backends
+// overwrite their outputs completely.
 #pragma once
 
 #include <cstddef>

@@ -37,7 +37,7 @@ struct ExecOptions {
   cudaStream_t stream = nullptr;         // CUDA stream (nullptr: the legacy default stream)
   void* workspace = nullptr;             // scratch memory on the tensors' device
   std::size_t workspace_bytes = 0;
-  int num_threads = 0;                   // CPU backend threads (0: all hardware threads)
+  int num_threads = 0;                   // CPU backend threads (<= 0: all hardware threads)
 };
 
 // Scratch bytes the call (op, problem) on `device` needs; 0 when none.

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The full check on a CUDA machine: build for sm_90a with all cores, run the C++ and
+# Python GPU tests, compute-sanitizer on the CUDA tests, and the benchmark.
+# Logs and JSON go to $OUT (default ./out).
+#
+#   bash scripts/gpu_check.sh                 # all steps
+#   bash scripts/gpu_check.sh build ctest     # chosen steps: build ctest sanitize python bench overhead
+#
+# GoogleTest: an installed GTest, or sources in .deps/googletest (a copy of
+# /usr/src/googletest from Debian's googletest package) for machines without one.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+JOBS=$(nproc)
+STEPS=${*:-"build ctest sanitize python bench overhead"}
+export CONVT_CUDA_ARCHS=${CONVT_CUDA_ARCHS:-90a}
+export PYTHONUNBUFFERED=1
+SUMMARY="$OUT/summary.txt"
+: >"$SUMMARY"
+
+step() {  # step NAME COMMAND...: run, log to $OUT/NAME.log, record status and duration
+  local name=$1; shift
+  local t0=$(date +%s)
+  echo "==== $name: $*"
+  "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  local dt=$(( $(date +%s) - t0 ))
+  tail -n 25 "$OUT/$name.log"
+  echo "$name rc=$rc ${dt}s" | tee -a "$SUMMARY"
+  return $rc
+}
+
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+  nvcc --version | tail -1
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())"
+} 2>&1 | tee "$OUT/machine.txt"
+
+GTEST_ARGS=()
+[ -d .deps/googletest ] && GTEST_ARGS=(-DCONVT_GTEST_SOURCE_DIR="$PWD/.deps/googletest")
+BUILD=build/gpu
+
+if has build; then
+  step build bash -c "cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVT_ENABLE_CUDA=ON \
+    -DCONVT_CUDA_ARCHS=$CONVT_CUDA_ARCHS ${GTEST_ARGS[*]} && cmake --build $BUILD -j $JOBS"
+fi
+if has ctest; then
+  step ctest bash -c "cd $BUILD && ctest --output-on-failure -j 4 && ./examples/convt_example_forward"
+  grep -E "tests passed|tests failed" "$OUT/ctest.log" | tee -a "$SUMMARY"
+fi
+if has sanitize; then
+  for tool in memcheck racecheck initcheck; do
+    step "sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      "$BUILD/tests/cpp/convt_test_cuda"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
+  done
+fi
+if has python; then
+  step pip-install env CONVT_ENABLE_CUDA=ON python3 -m pip install --no-build-isolation --no-deps -v .
+  step pytest python3 -m pytest -q -ra tests/python -p no:cacheprovider --junitxml="$OUT/pytest.xml"
+  tail -n 3 "$OUT/pytest.log" | tee -a "$SUMMARY"
+fi
+if has bench; then
+  step bench python3 -m convt bench --dtype fp32,bf16 --math default,strict \
+    --json "$OUT/bench.json" --plot "$OUT/bench.png"
+fi
+if has overhead; then
+  step overhead python3 scripts/host_overhead.py
+fi
+echo "==== summary"
+cat "$SUMMARY"
