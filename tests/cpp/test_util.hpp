@@ -117,6 +117,11 @@ struct HostTensor {
   TensorRef ref;
 
   HostTensor() = default;
+  // Move-only: ref.data points into `bytes`, which a move keeps and a copy would not.
+  HostTensor(const HostTensor&) = delete;
+  HostTensor& operator=(const HostTensor&) = delete;
+  HostTensor(HostTensor&&) = default;
+  HostTensor& operator=(HostTensor&&) = default;
   HostTensor(const Shape& shape, int rank, DType dtype, Layout layout) {
     const StridedLayout l = make_layout(shape, rank, layout);
     bytes.assign(static_cast<size_t>(std::max<int64_t>(l.span, 1)) * dtype_size(dtype), 0);

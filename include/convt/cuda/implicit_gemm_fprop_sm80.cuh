@@ -1,0 +1,458 @@
+// convt/cuda/implicit_gemm_fprop_sm80.cuh — forward transposed convolution as an implicit
+// GEMM on tensor cores (mma.sync: TF32 for float32, FP16/BF16 with float accumulation).
+// Runs on sm_80 and newer, Hopper included.
+//
+// Decomposition. Per spatial dimension with stride s, output positions o = q*s + r split
+// into s phases r. Within one phase the taps that reach an output are fixed — those k with
+// (r + pad - k*dil) divisible by s, an arithmetic progression k0, k0+step, ... — and tap j
+// reads input position i = q + off0 - j*doff. So each phase (r_d, r_h, r_w) is an ordinary
+// correlation, and each (phase, group) is a GEMM with no zero insertion:
+//
+//   C[co, p] = sum_{kk} A[co, kk] * B[kk, p]
+//     co  output channel of the group                                   (GEMM M)
+//     p   output position of the phase: (n, q_d, q_h, q_w) flattened     (GEMM N)
+//     kk  (tap of the phase, input channel of the group)                 (GEMM K)
+//     A   the weight, repacked once per call by pack_weight_kernel into
+//         Wp[g][kd][kh][kw][ci][co] (ci padded to the K tile, co to the M tile, zeros in
+//         the padding, float32 pre-rounded to TF32)
+//     B   the input, gathered on the fly from any strides: x[n, ci, q+off] (zero outside)
+//
+// Tile. A block of 256 threads (8 warps, 2 x 4) computes 64 output channels x 128
+// positions; each warp 32 x 32 with m16n8k8 (TF32) or m16n8k16 (FP16/BF16) MMAs. The K
+// loop walks (tap, block of BK input channels); for one tile the tap is uniform, so every
+// gathered element costs one add of a channel stride. Global loads for tile t+1 are issued
+// into registers before the MMAs of tile t, then stored to the other half of a
+// double-buffered shared-memory stage (k-major, rows padded by 8 elements so fragment loads
+// are free of bank conflicts). FP16/BF16 fragments come from ldmatrix.trans.
+//
+// Epilogue. Accumulators (float) get the bias and are converted and stored straight to
+// y[n, g*Cog+co, q*s+r] at any output strides.
+//
+// Grid: x = position tile * phases + phase (neighbouring blocks write interleaved phases of
+// the same outputs), y = group * co tiles.
+//
+// The header needs only the CUDA runtime headers, so that a single-file build can inline
+// it.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+namespace convt {
+namespace cuda {
+namespace igemm {
+
+constexpr int kBlockM = 64;    // output channels per block
+constexpr int kBlockN = 128;   // output positions per block
+constexpr int kThreads = 256;  // 8 warps: 2 along M x 4 along N
+constexpr int kPad = 8;        // shared-memory row padding, in elements
+
+struct FpropParams {
+  const void* x;     // input  (N, C_in, D, H, W), strides x_str
+  const void* wp;    // packed weight Wp[g][kd][kh][kw][cig_pad][cog_pad]
+  const void* bias;  // (C_out,) with stride b_str, or nullptr
+  void* y;           // output (N, C_out, OD, OH, OW), strides y_str
+  int64_t N, cig, cog, groups;
+  int64_t cig_pad, cog_pad;
+  int64_t in[3], out[3];
+  int64_t k[3], stride[3], pad[3], dil[3];
+  int64_t x_str[5], y_str[5];
+  int64_t b_str;
+  int64_t num_phases;  // stride[0]*stride[1]*stride[2]
+  int64_t co_tiles;    // cog_pad / kBlockM
+};
+
+struct PackParams {
+  const void* w;  // (C_in, Cog, KD, KH, KW), strides w_str
+  void* wp;       // Wp[g][kd][kh][kw][cig_pad][cog_pad]
+  int64_t cig, cog, groups, cig_pad, cog_pad;
+  int64_t k[3];
+  int64_t w_str[5];
+};
+
+// ---------------------------------------------------------------------------------------
+// Element types
+// ---------------------------------------------------------------------------------------
+template <typename T>
+struct Elem;
+template <>
+struct Elem<float> {
+  __device__ static float to_float(float v) { return v; }
+  __device__ static float from_float(float v) { return v; }
+};
+template <>
+struct Elem<__half> {
+  __device__ static float to_float(__half v) { return __half2float(v); }
+  __device__ static __half from_float(float v) { return __float2half_rn(v); }
+};
+template <>
+struct Elem<__nv_bfloat16> {
+  __device__ static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+  __device__ static __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
+};
+
+__device__ __forceinline__ uint32_t to_tf32(float v) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return r;
+}
+
+// Elements of the packed weight (its workspace bytes are this times the element size).
+__host__ __device__ inline int64_t packed_weight_elems(const PackParams& p) {
+  return p.groups * p.k[0] * p.k[1] * p.k[2] * p.cig_pad * p.cog_pad;
+}
+
+template <typename T>
+__global__ void pack_weight_kernel(PackParams p) {
+  const int64_t total = packed_weight_elems(p);
+  const T* w = static_cast<const T*>(p.w);
+  T* wp = static_cast<T*>(p.wp);
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    int64_t r = idx;
+    const int64_t co = r % p.cog_pad; r /= p.cog_pad;
+    const int64_t ci = r % p.cig_pad; r /= p.cig_pad;
+    const int64_t kw = r % p.k[2]; r /= p.k[2];
+    const int64_t kh = r % p.k[1]; r /= p.k[1];
+    const int64_t kd = r % p.k[0]; r /= p.k[0];
+    const int64_t g = r;
+    float v = 0.f;
+    if (ci < p.cig && co < p.cog) {
+      const int64_t off = (g * p.cig + ci) * p.w_str[0] + co * p.w_str[1] + kd * p.w_str[2] +
+                          kh * p.w_str[3] + kw * p.w_str[4];
+      v = Elem<T>::to_float(w[off]);
+    }
+    if constexpr (sizeof(T) == 4) {
+      wp[idx] = __uint_as_float(to_tf32(v));
+    } else {
+      wp[idx] = Elem<T>::from_float(v);
+    }
+  }
+}
+
+// The taps of one phase along one dimension: k = k0 + j*step for j < count, reading input
+// position q + off0 - j*doff.
+struct PhaseTaps {
+  int k0, step, count, off0, doff;
+};
+
+// (Spatial sizes, kernel sizes, strides, paddings and dilations fit in 32 bits; only
+// element offsets need 64.)
+__device__ __forceinline__ PhaseTaps phase_taps(int r, int s, int pad, int dil, int K) {
+  PhaseTaps t;
+  // step: the smallest j > 0 with j*dil divisible by s
+  int step = 1;
+  while ((step * dil) % s != 0) ++step;
+  int k0 = 0;
+  while (k0 < step && k0 < K && (((r + pad - k0 * dil) % s) + s) % s != 0) ++k0;
+  t.step = step;
+  if (k0 >= step || k0 >= K) {
+    t.k0 = 0;
+    t.count = 0;
+    t.off0 = 0;
+    t.doff = 0;
+    return t;
+  }
+  t.k0 = k0;
+  t.count = (K - 1 - k0) / step + 1;
+  t.off0 = (r + pad - k0 * dil) / s;  // exact
+  t.doff = step * dil / s;
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------
+// MMA helpers
+// ---------------------------------------------------------------------------------------
+template <typename T>
+struct Mma;
+
+template <>
+struct Mma<float> {  // m16n8k8 TF32
+  static constexpr int kK = 8;
+  __device__ static void run(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+template <>
+struct Mma<__half> {  // m16n8k16 FP16, float accumulation
+  static constexpr int kK = 16;
+  __device__ static void run(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+template <>
+struct Mma<__nv_bfloat16> {  // m16n8k16 BF16, float accumulation
+  static constexpr int kK = 16;
+  __device__ static void run(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem_row) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+template <typename T, int BK>
+struct SmemLayout {
+  static constexpr int kAStride = kBlockM + kPad;  // elements per k-row of A
+  static constexpr int kBStride = kBlockN + kPad;  // elements per k-row of B
+  static constexpr int kAStage = BK * kAStride;
+  static constexpr int kBStage = BK * kBStride;
+  static constexpr size_t kBytes = size_t(2) * (kAStage + kBStage) * sizeof(T);
+};
+
+// ---------------------------------------------------------------------------------------
+// The kernel
+// ---------------------------------------------------------------------------------------
+template <typename T, int BK>
+__global__ void __launch_bounds__(kThreads, 2) fprop_kernel(FpropParams p) {
+  using L = SmemLayout<T, BK>;
+  // A tile: BK x 64 elements, loaded with 16-byte (or, for small tiles, 8-byte) vectors.
+  constexpr int kABytes = BK * kBlockM * int(sizeof(T)) / kThreads;  // per thread
+  using AVec = typename std::conditional<(kABytes >= 16), uint4, uint2>::type;
+  constexpr int kVec = int(sizeof(AVec) / sizeof(T));  // A elements per vector
+  constexpr int kALoads = kABytes / int(sizeof(AVec));  // vectors per thread
+  constexpr int kBRows = BK * kBlockN / kThreads;       // B elements per thread
+  constexpr int kRowStep = kThreads / kBlockN;          // = 2
+  static_assert(kALoads >= 1 && BK * kBlockM == kALoads * kVec * kThreads, "A tile mapping");
+  static_assert(BK % Mma<T>::kK == 0, "BK must be a multiple of the MMA K");
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* As = reinterpret_cast<T*>(smem_raw);
+  T* Bs = As + 2 * L::kAStage;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32;
+  const int warp_m = (warp / 4) * 32;  // 2 warps along M
+  const int warp_n = (warp % 4) * 32;  // 4 warps along N
+  const int gid = lane / 4, tig = lane % 4;
+
+  // ---- which phase, group, channel tile and position tile ----
+  const int64_t phase = blockIdx.x % p.num_phases;
+  const int64_t ptile = blockIdx.x / p.num_phases;
+  const int64_t g = blockIdx.y / p.co_tiles;
+  const int64_t co0 = (blockIdx.y % p.co_tiles) * kBlockM;
+  int r[3];
+  {
+    int ph = int(phase);
+    r[2] = ph % int(p.stride[2]); ph /= int(p.stride[2]);
+    r[1] = ph % int(p.stride[1]); ph /= int(p.stride[1]);
+    r[0] = ph;
+  }
+  int Q[3];
+  PhaseTaps taps[3];
+#pragma unroll
+  for (int d = 0; d < 3; ++d) {
+    const int s = int(p.stride[d]);
+    Q[d] = r[d] < p.out[d] ? (int(p.out[d]) - r[d] + s - 1) / s : 0;
+    taps[d] = phase_taps(r[d], s, int(p.pad[d]), int(p.dil[d]), int(p.k[d]));
+  }
+  const int64_t P = p.N * Q[0] * Q[1] * Q[2];
+  const int64_t p0 = ptile * kBlockN;
+  if (p0 >= P) return;
+
+  // ---- this thread's gather column: one output position of the phase ----
+  const int bcol = tid % kBlockN;
+  const int brow0 = tid / kBlockN;
+  int64_t qn = 0;
+  int qd = 0, qh = 0, qw = 0;
+  const bool col_valid = p0 + bcol < P;
+  if (col_valid) {
+    int64_t t = p0 + bcol;
+    qw = int(t % Q[2]); t /= Q[2];
+    qh = int(t % Q[1]); t /= Q[1];
+    qd = int(t % Q[0]); t /= Q[0];
+    qn = t;
+  }
+  const T* xg = static_cast<const T*>(p.x) + qn * p.x_str[0] + g * p.cig * p.x_str[1];
+  const T* wg = static_cast<const T*>(p.wp) +
+                g * p.k[0] * p.k[1] * p.k[2] * p.cig_pad * p.cog_pad + co0;
+
+  const int ci_tiles = int(p.cig_pad / BK);
+  const int num_taps = taps[0].count * taps[1].count * taps[2].count;
+  const int num_k_tiles = num_taps * ci_tiles;
+
+  float acc[2][4][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+  AVec a_reg[kALoads];
+  T b_reg[kBRows];
+
+  // Global -> registers for K tile kt.
+  auto load_tile = [&](int kt) {
+    const int tap = kt / ci_tiles;
+    const int ci0 = (kt - tap * ci_tiles) * BK;
+    int jt = tap;
+    const int jw = jt % taps[2].count; jt /= taps[2].count;
+    const int jh = jt % taps[1].count; jt /= taps[1].count;
+    const int jd = jt;
+    const int64_t kd = taps[0].k0 + jd * taps[0].step;
+    const int64_t kh = taps[1].k0 + jh * taps[1].step;
+    const int64_t kw = taps[2].k0 + jw * taps[2].step;
+    // A: packed weight rows ci0 .. ci0+BK of tap (kd, kh, kw), columns co0 .. co0+64
+    const T* wa = wg + (((kd * p.k[1] + kh) * p.k[2] + kw) * p.cig_pad + ci0) * p.cog_pad;
+#pragma unroll
+    for (int i = 0; i < kALoads; ++i) {
+      const int v = tid + i * kThreads;  // vector index in the BK x 64 tile
+      const int row = v / (kBlockM / kVec);
+      const int col = (v % (kBlockM / kVec)) * kVec;
+      a_reg[i] = *reinterpret_cast<const AVec*>(wa + row * p.cog_pad + col);
+    }
+    // B: gathered input
+    const int id = qd + taps[0].off0 - jd * taps[0].doff;
+    const int ih = qh + taps[1].off0 - jh * taps[1].doff;
+    const int iw = qw + taps[2].off0 - jw * taps[2].doff;
+    const bool pos_ok = col_valid && id >= 0 && id < p.in[0] && ih >= 0 && ih < p.in[1] &&
+                        iw >= 0 && iw < p.in[2];
+    const T* xb = xg + id * p.x_str[2] + ih * p.x_str[3] + iw * p.x_str[4];
+#pragma unroll
+    for (int i = 0; i < kBRows; ++i) {
+      const int ci = ci0 + brow0 + i * kRowStep;
+      b_reg[i] = (pos_ok && ci < p.cig) ? xb[ci * p.x_str[1]] : Elem<T>::from_float(0.f);
+    }
+  };
+
+  // Registers -> shared stage s.
+  auto store_tile = [&](int s) {
+    T* as = As + s * L::kAStage;
+    T* bs = Bs + s * L::kBStage;
+#pragma unroll
+    for (int i = 0; i < kALoads; ++i) {
+      const int v = tid + i * kThreads;
+      const int row = v / (kBlockM / kVec);
+      const int col = (v % (kBlockM / kVec)) * kVec;
+      *reinterpret_cast<AVec*>(as + row * L::kAStride + col) = a_reg[i];
+    }
+#pragma unroll
+    for (int i = 0; i < kBRows; ++i) {
+      T v = b_reg[i];
+      if constexpr (sizeof(T) == 4) v = __uint_as_float(to_tf32(v));  // round once, here
+      bs[(brow0 + i * kRowStep) * L::kBStride + bcol] = v;
+    }
+  };
+
+  // MMAs on shared stage s.
+  auto compute_tile = [&](int s) {
+    const T* as = As + s * L::kAStage;
+    const T* bs = Bs + s * L::kBStage;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += Mma<T>::kK) {
+      uint32_t a[2][4], b[4][2];
+      if constexpr (sizeof(T) == 4) {
+        const float* af = reinterpret_cast<const float*>(as);
+        const float* bf = reinterpret_cast<const float*>(bs);
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi) {
+          const int m = warp_m + mi * 16 + gid;
+          a[mi][0] = __float_as_uint(af[(kk + tig) * L::kAStride + m]);
+          a[mi][1] = __float_as_uint(af[(kk + tig) * L::kAStride + m + 8]);
+          a[mi][2] = __float_as_uint(af[(kk + tig + 4) * L::kAStride + m]);
+          a[mi][3] = __float_as_uint(af[(kk + tig + 4) * L::kAStride + m + 8]);
+        }
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) {
+          const int n = warp_n + ni * 8 + gid;
+          b[ni][0] = __float_as_uint(bf[(kk + tig) * L::kBStride + n]);
+          b[ni][1] = __float_as_uint(bf[(kk + tig + 4) * L::kBStride + n]);
+        }
+      } else {
+        const int lrow = lane % 8;
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi) {
+          // matrices: (k 0-7, m 0-7), (k 0-7, m 8-15), (k 8-15, m 0-7), (k 8-15, m 8-15)
+          const int krow = kk + lrow + (lane / 16) * 8;
+          const int mcol = warp_m + mi * 16 + ((lane / 8) % 2) * 8;
+          ldmatrix_x4_trans(a[mi], as + krow * L::kAStride + mcol);
+        }
+#pragma unroll
+        for (int nj = 0; nj < 2; ++nj) {
+          // matrices: (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15)
+          const int krow = kk + lrow + ((lane / 8) % 2) * 8;
+          const int ncol = warp_n + nj * 16 + (lane / 16) * 8;
+          uint32_t t4[4];
+          ldmatrix_x4_trans(t4, bs + krow * L::kBStride + ncol);
+          b[2 * nj][0] = t4[0];
+          b[2 * nj][1] = t4[1];
+          b[2 * nj + 1][0] = t4[2];
+          b[2 * nj + 1][1] = t4[3];
+        }
+      }
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) Mma<T>::run(acc[mi][ni], a[mi], b[ni]);
+    }
+  };
+
+  if (num_k_tiles > 0) {
+    load_tile(0);
+    store_tile(0);
+    __syncthreads();
+    for (int kt = 0; kt < num_k_tiles; ++kt) {
+      const int s = int(kt & 1);
+      const bool more = kt + 1 < num_k_tiles;
+      if (more) load_tile(kt + 1);
+      compute_tile(s);
+      if (more) store_tile(s ^ 1);
+      __syncthreads();
+    }
+  }
+
+  // ---- epilogue: bias, convert, store to y[n, g*Cog+co, q*s+r] ----
+  T* y = static_cast<T*>(p.y);
+  const T* bias = static_cast<const T*>(p.bias);
+#pragma unroll
+  for (int ni = 0; ni < 4; ++ni) {
+#pragma unroll
+    for (int e1 = 0; e1 < 2; ++e1) {
+      const int64_t pp = p0 + warp_n + ni * 8 + 2 * tig + e1;
+      if (pp >= P) continue;
+      int64_t t = pp;
+      const int64_t ow = (t % Q[2]) * p.stride[2] + r[2]; t /= Q[2];
+      const int64_t oh = (t % Q[1]) * p.stride[1] + r[1]; t /= Q[1];
+      const int64_t od = (t % Q[0]) * p.stride[0] + r[0]; t /= Q[0];
+      const int64_t on = t;
+      T* yp = y + on * p.y_str[0] + od * p.y_str[2] + oh * p.y_str[3] + ow * p.y_str[4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (int e0 = 0; e0 < 2; ++e0) {
+          const int64_t co = co0 + warp_m + mi * 16 + gid + e0 * 8;
+          if (co >= p.cog) continue;
+          const int64_t c = g * p.cog + co;
+          float v = acc[mi][ni][e0 * 2 + e1];
+          if (bias) v += Elem<T>::to_float(bias[c * p.b_str]);
+          yp[c * p.y_str[1]] = Elem<T>::from_float(v);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace igemm
+}  // namespace cuda
+}  // namespace convt

@@ -1,0 +1,715 @@
+// CUDA backend tests: every direction of every sweep case in every dtype against the
+// float64 CPU oracle (same rounded inputs), in each case's memory layout; tensors of more
+// than 2^31 elements; device errors; non-default streams; zero-size edge cases.
+//
+// Without a CUDA device every test skips, printing why. CONVT_TEST_QUICK=1 runs every
+// 8th sweep case and skips the large-tensor test (for runs under compute-sanitizer).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "convt/convt.hpp"
+#include "test_util.hpp"
+
+namespace convt {
+namespace test {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// CUDA helpers
+// ---------------------------------------------------------------------------------------
+
+// Why CUDA tests cannot run here; empty when they can.
+const std::string& cuda_unavailable_reason() {
+  static const std::string reason = [] {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return std::string("cudaGetDeviceCount failed: ") + cudaGetErrorString(err);
+    }
+    if (count == 0) return std::string("cudaGetDeviceCount reports 0 devices");
+    return std::string();
+  }();
+  return reason;
+}
+
+#define SKIP_WITHOUT_CUDA()                                                       \
+  do {                                                                            \
+    if (!cuda_unavailable_reason().empty())                                       \
+      GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();            \
+  } while (0)
+
+bool quick_mode() {
+  const char* v = std::getenv("CONVT_TEST_QUICK");
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+void cuda_check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
+  }
+}
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes > 0) cuda_check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+  }
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A device copy of a host tensor's whole storage (gaps included), with the same strides.
+struct DeviceTensor {
+  DeviceBuffer buffer;
+  TensorRef ref;
+
+  DeviceTensor(const HostTensor& h, cudaStream_t stream) : buffer(h.bytes.size()), ref(h.ref) {
+    ref.data = buffer.get();
+    ref.device = Device::cuda(0);
+    cuda_check(cudaMemcpyAsync(buffer.get(), h.bytes.data(), h.bytes.size(),
+                               cudaMemcpyHostToDevice, stream),
+               "cudaMemcpyAsync to device");
+  }
+  void download(HostTensor& h, cudaStream_t stream) const {
+    cuda_check(cudaMemcpyAsync(h.bytes.data(), buffer.get(), h.bytes.size(),
+                               cudaMemcpyDeviceToHost, stream),
+               "cudaMemcpyAsync to host");
+    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  }
+};
+
+// The workspace a call asks for (none for most), attached to the options.
+struct Workspace {
+  DeviceBuffer buffer;
+  Workspace(Op op, const Problem& p, ExecOptions& opt) {
+    const size_t bytes = convt::workspace_size(op, p, Device::cuda(0), opt);
+    buffer = DeviceBuffer(bytes);
+    opt.workspace = buffer.get();
+    opt.workspace_bytes = bytes;
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// Comparison with the float64 oracle
+// ---------------------------------------------------------------------------------------
+
+struct Precision {
+  DType dtype;
+  MathMode math;
+  double budget;  // SPEC §3: max |out - oracle| / max |oracle|
+  const char* name;
+};
+
+const Precision kPrecisions[] = {
+    {DType::kFloat32, MathMode::kStrictFP32, 4e-6, "float32 strict"},
+    {DType::kFloat32, MathMode::kAllowTF32, 8e-4, "float32 tf32"},
+    {DType::kFloat64, MathMode::kStrictFP32, 1e-12, "float64"},
+    {DType::kFloat16, MathMode::kStrictFP32, 1.5e-3, "float16"},
+    {DType::kBFloat16, MathMode::kStrictFP32, 1e-2, "bfloat16"},
+};
+
+// The same values in float64, contiguous.
+HostTensor to_f64(const HostTensor& h) {
+  HostTensor out(h.ref.sizes, h.ref.rank, DType::kFloat64, Layout::kContiguous);
+  for (int64_t i = 0; i < h.numel(); ++i) out.set(i, h.get(i));
+  return out;
+}
+
+HostTensor f64_like(const Shape& shape, int rank) {
+  return HostTensor(shape, rank, DType::kFloat64, Layout::kContiguous);
+}
+
+// Gives every size-1 dimension of `h` stride 0 (as PyTorch may for such dimensions).
+void zero_unit_strides(HostTensor& h) {
+  for (int d = 0; d < h.ref.rank; ++d)
+    if (h.ref.sizes[d] == 1) h.ref.strides[d] = 0;
+}
+
+// Runs every direction of `problem` (in precision.dtype) on the GPU on `stream` and on the
+// CPU in float64 on the same values, and compares; output gaps must stay untouched.
+void check_all_directions(Problem problem, Layout layout, const Precision& precision,
+                          uint64_t seed, cudaStream_t stream = nullptr,
+                          bool unit_strides_zero = false) {
+  SCOPED_TRACE(precision.name);
+  const DType dt = precision.dtype;
+  problem.dtype = dt;
+  const Problem& p = problem;
+  const int r = p.tensor_rank();
+  std::mt19937_64 rng(seed);
+  CaseTensors t(p, layout, dt, rng);
+  HostTensor dy(p.output_shape(), r, dt, layout), dx(p.input_shape(), r, dt, layout),
+      dw(p.weight_shape(), r, dt, layout);
+  dy.fill_uniform(rng);
+  Shape bias_shape{};
+  bias_shape[0] = p.out_channels;
+  const Layout bias_layout = layout == Layout::kGapped ? Layout::kGapped : Layout::kContiguous;
+  HostTensor db(bias_shape, 1, dt, bias_layout), b(bias_shape, 1, dt, bias_layout);
+  for (int64_t i = 0; i < b.numel(); ++i) b.set(i, t.b.get(i));  // the bias, maybe strided
+  if (unit_strides_zero)
+    for (HostTensor* h : {&t.x, &t.w, &t.y, &dy, &dx, &dw, &db, &b}) zero_unit_strides(*h);
+
+  // The oracle: the CPU backend in float64 on the already rounded values.
+  Problem p64 = p;
+  p64.dtype = DType::kFloat64;
+  const HostTensor x64 = to_f64(t.x), w64 = to_f64(t.w), b64 = to_f64(t.b), dy64 = to_f64(dy);
+  HostTensor y64 = f64_like(p.output_shape(), r), dx64 = f64_like(p.input_shape(), r),
+             dw64 = f64_like(p.weight_shape(), r), db64 = f64_like(bias_shape, 1);
+  convt::forward(p64, x64.ref, w64.ref, p.has_bias ? &b64.ref : nullptr, y64.ref);
+  convt::grad_input(p64, dy64.ref, w64.ref, dx64.ref);
+  convt::grad_weight(p64, x64.ref, dy64.ref, dw64.ref);
+  if (p.has_bias) convt::grad_bias(p64, dy64.ref, db64.ref);
+
+  const DeviceTensor gx(t.x, stream), gw(t.w, stream), gb(b, stream), gy(t.y, stream),
+      gdy(dy, stream), gdx(dx, stream), gdw(dw, stream), gdb(db, stream);
+  ExecOptions base;
+  base.math = precision.math;
+  base.stream = stream;
+
+  auto expect_close = [&](const char* what, HostTensor& out, const DeviceTensor& dev,
+                          const HostTensor& ref) {
+    dev.download(out, stream);
+    const double err = rel_error(out, ref);
+    EXPECT_LE(err, precision.budget) << what << ": max|out - oracle| / max|oracle| = " << err;
+    EXPECT_EQ(out.touched_gaps(), 0) << what << " wrote storage outside its elements";
+  };
+  {
+    ExecOptions opt = base;
+    Workspace ws(Op::kForward, p, opt);
+    convt::forward(p, gx.ref, gw.ref, p.has_bias ? &gb.ref : nullptr, gy.ref, opt);
+    expect_close("forward", t.y, gy, y64);
+  }
+  {
+    ExecOptions opt = base;
+    Workspace ws(Op::kGradInput, p, opt);
+    convt::grad_input(p, gdy.ref, gw.ref, gdx.ref, opt);
+    expect_close("grad_input", dx, gdx, dx64);
+  }
+  {
+    ExecOptions opt = base;
+    Workspace ws(Op::kGradWeight, p, opt);
+    convt::grad_weight(p, gx.ref, gdy.ref, gdw.ref, opt);
+    expect_close("grad_weight", dw, gdw, dw64);
+  }
+  if (p.has_bias) {
+    ExecOptions opt = base;
+    Workspace ws(Op::kGradBias, p, opt);
+    convt::grad_bias(p, gdy.ref, gdb.ref, opt);
+    expect_close("grad_bias", db, gdb, db64);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The sweep
+// ---------------------------------------------------------------------------------------
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = sweep_cases();
+  return all;
+}
+
+class CudaSweep : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaSweep, MatchesFloat64Oracle) {
+  SKIP_WITHOUT_CUDA();
+  const Case& c = cases()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(c.name());
+  for (const Precision& precision : kPrecisions)
+    check_all_directions(c.problem, c.layout, precision, 7919u * uint64_t(GetParam()) + 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sweep, CudaSweep,
+                         ::testing::Range(0, static_cast<int>(cases().size()),
+                                          quick_mode() ? 8 : 1),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           char name[32];
+                           std::snprintf(name, sizeof(name), "case_%03d", info.param);
+                           return std::string(name);
+                         });
+
+// ---------------------------------------------------------------------------------------
+// Hand-picked problems
+// ---------------------------------------------------------------------------------------
+
+Problem make_problem(int dims, int64_t batch, int64_t c_in, int64_t c_out, int64_t groups,
+                     Dims in, Dims k, Dims stride, Dims pad, Dims out_pad, Dims dil, bool bias) {
+  Problem p;
+  p.spatial_dims = dims;
+  p.batch = batch;
+  p.in_channels = c_in;
+  p.out_channels = c_out;
+  p.groups = groups;
+  p.input_size = in;
+  p.kernel_size = k;
+  p.stride = stride;
+  p.padding = pad;
+  p.output_padding = out_pad;
+  p.dilation = dil;
+  p.has_bias = bias;
+  return p;
+}
+
+TEST(CudaEdgeCases, StridesAndDilationsOutsideTheSweep) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<Problem> problems = {
+      // A stride beyond 2^32 (one input position along it), coprime with the dilation.
+      make_problem(2, 2, 2, 3, 1, {1, 5, 1}, {4, 3, 1}, {5000000001, 2, 1}, {1, 1, 0},
+                   {0, 1, 0}, {2, 1, 1}, true),
+      // Stride and dilation sharing a factor; output_padding up to max(stride, dil) - 1.
+      make_problem(1, 2, 4, 6, 2, {7, 1, 1}, {5, 1, 1}, {6, 1, 1}, {3, 0, 0}, {5, 0, 0},
+                   {4, 1, 1}, true),
+      make_problem(3, 1, 3, 3, 3, {3, 2, 4}, {3, 2, 3}, {4, 3, 6}, {2, 0, 5}, {3, 1, 8},
+                   {6, 2, 9}, false),
+      // A kernel far wider than the input; padding trimming most of the output.
+      make_problem(1, 3, 2, 2, 1, {2, 1, 1}, {40, 1, 1}, {7, 1, 1}, {30, 0, 0}, {0, 0, 0},
+                   {3, 1, 1}, true),
+      // Many channels per group, for accumulation-order error.
+      make_problem(2, 2, 96, 64, 2, {9, 7, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 0, 0},
+                   {1, 1, 1}, true),
+  };
+  uint64_t seed = 1;
+  for (const Problem& p : problems) {
+    SCOPED_TRACE(p.to_string());
+    ASSERT_NO_THROW(p.validate());
+    for (Layout layout : {Layout::kContiguous, Layout::kPermuted})
+      for (const Precision& precision : kPrecisions)
+        check_all_directions(p, layout, precision, ++seed);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The tensor-core forward's boundaries: enough channels per group for the implicit GEMM,
+// channel counts that do not divide its tiles, position counts around its 128-wide tile,
+// every phase of strides 2-5 (including phases that no tap reaches), groups, dilation.
+// All four directions run, in the precisions that use tensor cores.
+// ---------------------------------------------------------------------------------------
+
+std::vector<Case> fast_path_cases() {
+  std::vector<Case> cases;
+  // Every phase of strides 2..5 with kernels that leave some phases without taps.
+  for (int64_t s = 2; s <= 5; ++s) {
+    for (int64_t k : {int64_t(1), s - 1, s + 1, int64_t(7)}) {
+      Problem p = make_problem(2, 2, 16, 64, 1, {9, 11, 1}, {k, 3, 1}, {s, s, 1}, {0, 1, 0},
+                               {s - 1, 0, 0}, {1, 1, 1}, k % 2 == 1);
+      if (p.output_size(0) >= 1 && p.output_size(1) >= 1) cases.push_back({p, Layout::kContiguous});
+    }
+  }
+  // Positions per phase just below, at and above the tile width (128).
+  for (int64_t l : {int64_t(127), int64_t(128), int64_t(129), int64_t(257)})
+    cases.push_back({make_problem(1, 1, 24, 70, 1, {l - 2, 1, 1}, {3, 1, 1}, {1, 1, 1},
+                                  {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, true),
+                     Layout::kContiguous});
+  // Random problems over the argument space, with 8..64 channels per group.
+  std::mt19937_64 rng(424242);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const int64_t cigs[] = {8, 13, 16, 24, 40, 64};
+  const int64_t cogs[] = {1, 7, 16, 64, 65, 100};
+  const Layout layouts[] = {Layout::kContiguous, Layout::kChannelsLast, Layout::kGapped,
+                            Layout::kPermuted};
+  while (cases.size() < 72) {
+    Problem p;
+    p.spatial_dims = static_cast<int>(pick(1, 3));
+    p.groups = pick(1, 3);
+    p.in_channels = p.groups * cigs[pick(0, 5)];
+    p.out_channels = p.groups * cogs[pick(0, 5)];
+    p.batch = pick(1, 3);
+    for (int d = 0; d < p.spatial_dims; ++d) {
+      p.input_size[d] = p.spatial_dims == 1 ? pick(20, 90) : (p.spatial_dims == 2 ? pick(3, 12) : pick(2, 5));
+      p.kernel_size[d] = pick(1, p.spatial_dims == 3 ? 3 : 5);
+      p.stride[d] = pick(1, 5);
+      p.dilation[d] = pick(1, 3);
+      p.padding[d] = pick(0, 3);
+      p.output_padding[d] = pick(0, std::max(p.stride[d], p.dilation[d]) - 1);
+    }
+    p.has_bias = pick(0, 1) == 1;
+    try {
+      p.validate();
+    } catch (const Error&) {
+      continue;
+    }
+    cases.push_back({p, layouts[pick(0, 3)]});
+  }
+  return cases;
+}
+
+const std::vector<Case>& fast_cases() {
+  static const std::vector<Case> all = fast_path_cases();
+  return all;
+}
+
+class CudaFastPath : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaFastPath, MatchesFloat64Oracle) {
+  SKIP_WITHOUT_CUDA();
+  const Case& c = fast_cases()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(c.name());
+  for (const Precision& precision : kPrecisions) {
+    if (precision.dtype == DType::kFloat64) continue;
+    check_all_directions(c.problem, c.layout, precision, 104729u * uint64_t(GetParam()) + 3);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiles, CudaFastPath,
+                         ::testing::Range(0, static_cast<int>(fast_cases().size()),
+                                          quick_mode() ? 6 : 1),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           char name[32];
+                           std::snprintf(name, sizeof(name), "case_%03d", info.param);
+                           return std::string(name);
+                         });
+
+TEST(CudaEdgeCases, SizeOneDimensionsWithStrideZero) {
+  SKIP_WITHOUT_CUDA();
+  const Problem p = make_problem(2, 1, 1, 3, 1, {1, 7, 1}, {1, 3, 1}, {2, 2, 1}, {0, 1, 0},
+                                 {1, 1, 0}, {1, 2, 1}, true);
+  uint64_t seed = 100;
+  for (Layout layout : {Layout::kContiguous, Layout::kGapped, Layout::kPermuted})
+    for (const Precision& precision : kPrecisions)
+      check_all_directions(p, layout, precision, ++seed, nullptr, true);
+}
+
+// A Problem built directly may have no input or no output channels; outputs must still be
+// fully written (bias or zeros).
+TEST(CudaEdgeCases, ZeroChannelsAndZeroBatchWriteBiasOrZeros) {
+  SKIP_WITHOUT_CUDA();
+  Problem p = make_problem(1, 2, 0, 4, 1, {5, 1, 1}, {3, 1, 1}, {2, 1, 1}, {0, 0, 0},
+                           {1, 0, 0}, {1, 1, 1}, true);
+  const int64_t l_out = p.output_size(0);
+  // forward with in_channels == 0: y = bias.
+  const float bias_host[4] = {0.5f, -1.0f, 2.0f, 0.0f};
+  DeviceBuffer bias(sizeof(bias_host)), y(2 * 4 * size_t(l_out) * sizeof(float));
+  cuda_check(cudaMemcpy(bias.get(), bias_host, sizeof(bias_host), cudaMemcpyHostToDevice), "copy");
+  cuda_check(cudaMemset(y.get(), 0xff, y.bytes()), "memset");
+  const TensorRef x_ref(nullptr, DType::kFloat32, Device::cuda(0), {2, 0, 5});
+  const TensorRef w_ref(nullptr, DType::kFloat32, Device::cuda(0), {0, 4, 3});
+  const TensorRef b_ref(bias.get(), DType::kFloat32, Device::cuda(0), {4});
+  const TensorRef y_ref(y.get(), DType::kFloat32, Device::cuda(0), {2, 4, l_out});
+  convt::forward(p, x_ref, w_ref, &b_ref, y_ref);
+  std::vector<float> y_host(size_t(2 * 4 * l_out));
+  cuda_check(cudaMemcpy(y_host.data(), y.get(), y.bytes(), cudaMemcpyDeviceToHost), "copy");
+  for (size_t i = 0; i < y_host.size(); ++i)
+    ASSERT_EQ(y_host[i], bias_host[(i / size_t(l_out)) % 4]) << "element " << i;
+
+  // grad_input with out_channels == 0: dx = 0.
+  Problem q = p;
+  q.in_channels = 3;
+  q.out_channels = 0;
+  DeviceBuffer dx(2 * 3 * 5 * sizeof(float));
+  cuda_check(cudaMemset(dx.get(), 0xff, dx.bytes()), "memset");
+  const TensorRef dy_ref(nullptr, DType::kFloat32, Device::cuda(0), {2, 0, l_out});
+  const TensorRef w0_ref(nullptr, DType::kFloat32, Device::cuda(0), {3, 0, 3});
+  const TensorRef dx_ref(dx.get(), DType::kFloat32, Device::cuda(0), {2, 3, 5});
+  convt::grad_input(q, dy_ref, w0_ref, dx_ref);
+  std::vector<float> dx_host(2 * 3 * 5);
+  cuda_check(cudaMemcpy(dx_host.data(), dx.get(), dx.bytes(), cudaMemcpyDeviceToHost), "copy");
+  for (float v : dx_host) ASSERT_EQ(v, 0.0f);
+
+  // grad_weight and grad_bias with batch 0: zeros.
+  Problem e = p;
+  e.batch = 0;
+  e.in_channels = 2;
+  DeviceBuffer dw(2 * 4 * 3 * sizeof(double)), db(4 * sizeof(double));
+  cuda_check(cudaMemset(dw.get(), 0xff, dw.bytes()), "memset");
+  cuda_check(cudaMemset(db.get(), 0xff, db.bytes()), "memset");
+  e.dtype = DType::kFloat64;
+  const TensorRef ex(nullptr, DType::kFloat64, Device::cuda(0), {0, 2, 5});
+  const TensorRef edy(nullptr, DType::kFloat64, Device::cuda(0), {0, 4, l_out});
+  const TensorRef edw(dw.get(), DType::kFloat64, Device::cuda(0), {2, 4, 3});
+  const TensorRef edb(db.get(), DType::kFloat64, Device::cuda(0), {4});
+  convt::grad_weight(e, ex, edy, edw);
+  convt::grad_bias(e, edy, edb);
+  std::vector<double> dw_host(2 * 4 * 3), db_host(4);
+  cuda_check(cudaMemcpy(dw_host.data(), dw.get(), dw.bytes(), cudaMemcpyDeviceToHost), "copy");
+  cuda_check(cudaMemcpy(db_host.data(), db.get(), db.bytes(), cudaMemcpyDeviceToHost), "copy");
+  for (double v : dw_host) ASSERT_EQ(v, 0.0);
+  for (double v : db_host) ASSERT_EQ(v, 0.0);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(CudaEdgeCases, GradWeightIsDeterministic) {
+  SKIP_WITHOUT_CUDA();
+  Problem p = make_problem(2, 4, 8, 8, 1, {48, 40, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0},
+                           {1, 1, 0}, {1, 1, 1}, false);
+  std::mt19937_64 rng(99);
+  CaseTensors t(p, Layout::kChannelsLast, DType::kFloat32, rng);
+  HostTensor dy(p.output_shape(), 4, DType::kFloat32, Layout::kChannelsLast);
+  dy.fill_uniform(rng);
+  HostTensor dw1(p.weight_shape(), 4, DType::kFloat32, Layout::kContiguous),
+      dw2(p.weight_shape(), 4, DType::kFloat32, Layout::kContiguous);
+  const DeviceTensor gx(t.x, nullptr), gdy(dy, nullptr), gdw1(dw1, nullptr), gdw2(dw2, nullptr);
+  ExecOptions opt;
+  opt.math = MathMode::kStrictFP32;
+  Workspace ws(Op::kGradWeight, p, opt);
+  convt::grad_weight(p, gx.ref, gdy.ref, gdw1.ref, opt);
+  convt::grad_weight(p, gx.ref, gdy.ref, gdw2.ref, opt);
+  gdw1.download(dw1, nullptr);
+  gdw2.download(dw2, nullptr);
+  EXPECT_EQ(std::memcmp(dw1.bytes.data(), dw2.bytes.data(), dw1.bytes.size()), 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Streams and errors
+// ---------------------------------------------------------------------------------------
+
+TEST(CudaStreams, RunsOnANonBlockingStream) {
+  SKIP_WITHOUT_CUDA();
+  cudaStream_t stream = nullptr;
+  cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  const Problem p = make_problem(2, 2, 8, 12, 2, {17, 19, 1}, {3, 2, 1}, {2, 3, 1}, {1, 0, 0},
+                                 {1, 2, 0}, {1, 1, 1}, true);
+  for (const Precision& precision : kPrecisions)
+    check_all_directions(p, Layout::kChannelsLast, precision, 4242, stream);
+  cuda_check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(CudaErrors, BadDeviceIndexThrowsAndLeavesNoErrorPending) {
+  SKIP_WITHOUT_CUDA();
+  int count = 0, before = -1, after = -2;
+  cuda_check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  cuda_check(cudaGetDevice(&before), "cudaGetDevice");
+  const Problem p = make_problem(1, 1, 2, 2, 1, {4, 1, 1}, {3, 1, 1}, {2, 1, 1}, {0, 0, 0},
+                                 {0, 0, 0}, {1, 1, 1}, true);
+  DeviceBuffer buf(4096);
+  for (int index : {count, count + 7, -1}) {
+    SCOPED_TRACE(index);
+    const Device dev = Device::cuda(index);
+    const TensorRef x(buf.get(), DType::kFloat32, dev, {1, 2, 4});
+    const TensorRef w(buf.get(), DType::kFloat32, dev, {2, 2, 3});
+    const TensorRef b(buf.get(), DType::kFloat32, dev, {2});
+    const TensorRef y(buf.get(), DType::kFloat32, dev, {1, 2, p.output_size(0)});
+    EXPECT_THROW(convt::forward(p, x, w, &b, y), convt::Error);
+    EXPECT_THROW(convt::grad_input(p, y, w, x), convt::Error);
+    EXPECT_THROW(convt::grad_weight(p, x, y, w), convt::Error);
+    EXPECT_THROW(convt::grad_bias(p, y, b), convt::Error);
+    try {
+      convt::forward(p, x, w, &b, y);
+    } catch (const convt::Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kRuntime);
+      EXPECT_NE(std::string(e.what()).find(std::to_string(index)), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  }
+  cuda_check(cudaGetDevice(&after), "cudaGetDevice");
+  EXPECT_EQ(before, after);
+}
+
+TEST(CudaErrors, MixedDevicesThrowAndLeaveNoErrorPending) {
+  SKIP_WITHOUT_CUDA();
+  const Problem p = make_problem(1, 1, 2, 2, 1, {4, 1, 1}, {3, 1, 1}, {2, 1, 1}, {0, 0, 0},
+                                 {0, 0, 0}, {1, 1, 1}, false);
+  DeviceBuffer buf(4096);
+  std::vector<float> host(1024, 0.0f);
+  const int64_t l_out = p.output_size(0);
+  const TensorRef gx(buf.get(), DType::kFloat32, Device::cuda(0), {1, 2, 4});
+  const TensorRef gw(buf.get(), DType::kFloat32, Device::cuda(0), {2, 2, 3});
+  const TensorRef gy(buf.get(), DType::kFloat32, Device::cuda(0), {1, 2, l_out});
+  const TensorRef hx(host.data(), DType::kFloat32, Device::cpu(), {1, 2, 4});
+  const TensorRef hw(host.data(), DType::kFloat32, Device::cpu(), {2, 2, 3});
+  const TensorRef hy(host.data(), DType::kFloat32, Device::cpu(), {1, 2, l_out});
+  EXPECT_THROW(convt::forward(p, hx, gw, nullptr, gy), convt::Error);
+  EXPECT_THROW(convt::forward(p, gx, hw, nullptr, gy), convt::Error);
+  EXPECT_THROW(convt::forward(p, gx, gw, nullptr, hy), convt::Error);
+  EXPECT_THROW(convt::grad_input(p, hy, gw, gx), convt::Error);
+  EXPECT_THROW(convt::grad_weight(p, gx, hy, gw), convt::Error);
+  EXPECT_THROW(convt::grad_weight(p, hx, gy, gw), convt::Error);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// ---------------------------------------------------------------------------------------
+// Tensors of more than 2^31 elements
+// ---------------------------------------------------------------------------------------
+
+// Values k/8 with |k| <= 8: exact in float16 and bfloat16, and sums of a few products of
+// them are exact in float, float16 and bfloat16, so results can be compared exactly.
+// Element i holds pattern_value(i mod period, salt); the period is prime, so an index that
+// wrapped around 2^31 or 2^32 reads a different value.
+double pattern_value(int64_t j, int64_t salt) {
+  const uint64_t h = (uint64_t(j) + uint64_t(salt)) * 0x9E3779B97F4A7C15ull;
+  return double(int64_t((h >> 40) % 17) - 8) / 8.0;
+}
+
+// Fills `count` elements of `dtype` at `dst` with the pattern (host copy of one period,
+// then doubling device-to-device copies).
+void fill_pattern(void* dst, DType dtype, int64_t count, int64_t period, int64_t salt) {
+  const size_t es = dtype_size(dtype);
+  const int64_t first = std::min(count, period);
+  std::vector<unsigned char> host(size_t(first) * es);
+  for (int64_t j = 0; j < first; ++j) store(dtype, host.data(), j, pattern_value(j, salt));
+  auto* d = static_cast<unsigned char*>(dst);
+  cuda_check(cudaMemcpy(d, host.data(), host.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  int64_t filled = first;
+  while (filled < count) {
+    // Copy whole periods so that element i keeps value(i mod period).
+    const int64_t len = std::min((filled / period) * period, count - filled);
+    cuda_check(cudaMemcpy(d + size_t(filled) * es, d, size_t(len) * es, cudaMemcpyDeviceToDevice),
+               "cudaMemcpy");
+    filled += len;
+  }
+}
+
+// Reads elements [begin, end) of a device array.
+std::vector<double> read_range(const void* src, DType dtype, int64_t begin, int64_t end) {
+  const size_t es = dtype_size(dtype);
+  std::vector<unsigned char> host(size_t(end - begin) * es);
+  cuda_check(cudaMemcpy(host.data(), static_cast<const unsigned char*>(src) + size_t(begin) * es,
+                        host.size(), cudaMemcpyDeviceToHost),
+             "cudaMemcpy");
+  std::vector<double> out(size_t(end - begin));
+  for (int64_t i = 0; i < end - begin; ++i) out[size_t(i)] = load(dtype, host.data(), i);
+  return out;
+}
+
+// Index ranges to check in an array of `numel` elements: its start, the neighbourhoods of
+// 2^31 and 2^32 where they exist, its end, and random single elements.
+std::vector<std::pair<int64_t, int64_t>> sample_ranges(int64_t numel, std::mt19937_64& rng) {
+  std::vector<std::pair<int64_t, int64_t>> r;
+  auto add = [&](int64_t b, int64_t e) {
+    b = std::max<int64_t>(b, 0);
+    e = std::min(e, numel);
+    if (b < e) r.emplace_back(b, e);
+  };
+  add(0, 2048);
+  add((int64_t(1) << 31) - 1024, (int64_t(1) << 31) + 1024);
+  add((int64_t(1) << 32) - 1024, (int64_t(1) << 32) + 1024);
+  add(numel - 2048, numel);
+  std::uniform_int_distribution<int64_t> pick(0, numel - 1);
+  for (int i = 0; i < 1000; ++i) {
+    const int64_t j = pick(rng);
+    add(j, j + 1);
+  }
+  return r;
+}
+
+TEST(CudaLargeTensors, ForwardAndGradInputBeyond2To31Elements) {
+  SKIP_WITHOUT_CUDA();
+  if (quick_mode()) GTEST_SKIP() << "CONVT_TEST_QUICK is set: large-tensor test skipped";
+  // Forward (bfloat16): x (1, 1, L), y (1, 3, L+1): y has 3*(L+1) > 2^31 elements.
+  // Grad-input (float16): dy (1, 1, L+1), dx (1, 3, L): dx has 3*L > 2^31 elements.
+  const int64_t L = (int64_t(1) << 30) + 3, Lo = L + 1, K = 2;
+  const size_t big_bytes = size_t(3 * Lo) * 2, small_bytes = size_t(Lo) * 2;
+  size_t free_bytes = 0, total_bytes = 0;
+  cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  const size_t need = big_bytes + small_bytes + (size_t(1) << 30);
+  if (free_bytes < need)
+    GTEST_SKIP() << "needs " << (need >> 20) << " MiB of free device memory, "
+                 << (free_bytes >> 20) << " MiB free";
+  DeviceBuffer big(big_bytes), small(small_bytes), params(64);
+  const int64_t period_a = 65521, period_b = 65519;
+  std::mt19937_64 rng(31);
+
+  {  // forward, bfloat16, with bias
+    Problem p = make_problem(1, 1, 1, 3, 1, {L, 1, 1}, {K, 1, 1}, {1, 1, 1}, {0, 0, 0},
+                             {0, 0, 0}, {1, 1, 1}, true);
+    p.dtype = DType::kBFloat16;
+    double w[3][2], b[3];
+    uint16_t wb[9];  // weight (6 values), then bias (3)
+    for (int c = 0; c < 3; ++c) {
+      for (int k = 0; k < K; ++k) {
+        w[c][k] = pattern_value(10 + 2 * c + k, 5);
+        store(p.dtype, wb, c * K + k, w[c][k]);
+      }
+      b[c] = pattern_value(20 + c, 6);
+      store(p.dtype, wb, 6 + c, b[c]);
+    }
+    cuda_check(cudaMemcpy(params.get(), wb, sizeof(wb), cudaMemcpyHostToDevice), "cudaMemcpy");
+    fill_pattern(small.get(), p.dtype, L, period_a, 1);
+    cuda_check(cudaMemset(big.get(), 0xff, big_bytes), "cudaMemset");  // NaN poison
+    const Device dev = Device::cuda(0);
+    const TensorRef x(small.get(), p.dtype, dev, {1, 1, L});
+    const TensorRef wt(params.get(), p.dtype, dev, {1, 3, K});
+    const TensorRef bt(static_cast<uint16_t*>(params.get()) + 6, p.dtype, dev, {3});
+    const TensorRef y(big.get(), p.dtype, dev, {1, 3, Lo});
+    ExecOptions opt;
+    Workspace ws(Op::kForward, p, opt);
+    convt::forward(p, x, wt, &bt, y, opt);
+    cuda_check(cudaDeviceSynchronize(), "forward");
+    auto x_at = [&](int64_t i) { return pattern_value(i % period_a, 1); };
+    int64_t checked = 0;
+    for (const auto& range : sample_ranges(3 * Lo, rng)) {
+      const std::vector<double> got = read_range(big.get(), p.dtype, range.first, range.second);
+      for (int64_t e = range.first; e < range.second; ++e) {
+        const int64_t c = e / Lo, o = e % Lo;
+        double ref = 0;
+        for (int k = 0; k < K; ++k)
+          if (o - k >= 0 && o - k < L) ref += x_at(o - k) * w[c][k];
+        ref += b[c];
+        ASSERT_EQ(got[size_t(e - range.first)], ref) << "forward y[0, " << c << ", " << o << "]";
+        ++checked;
+      }
+    }
+    EXPECT_GT(checked, 7000);
+  }
+
+  {  // grad_input, float16
+    Problem p = make_problem(1, 1, 3, 1, 1, {L, 1, 1}, {K, 1, 1}, {1, 1, 1}, {0, 0, 0},
+                             {0, 0, 0}, {1, 1, 1}, false);
+    p.dtype = DType::kFloat16;
+    double w[3][2];
+    uint16_t wb[6];
+    for (int c = 0; c < 3; ++c)
+      for (int k = 0; k < K; ++k) {
+        w[c][k] = pattern_value(30 + 2 * c + k, 7);
+        store(p.dtype, wb, c * K + k, w[c][k]);
+      }
+    cuda_check(cudaMemcpy(params.get(), wb, sizeof(wb), cudaMemcpyHostToDevice), "cudaMemcpy");
+    fill_pattern(small.get(), p.dtype, Lo, period_b, 2);
+    cuda_check(cudaMemset(big.get(), 0xff, big_bytes), "cudaMemset");
+    const Device dev = Device::cuda(0);
+    const TensorRef dy(small.get(), p.dtype, dev, {1, 1, Lo});
+    const TensorRef wt(params.get(), p.dtype, dev, {3, 1, K});
+    const TensorRef dx(big.get(), p.dtype, dev, {1, 3, L});
+    ExecOptions opt;
+    Workspace ws(Op::kGradInput, p, opt);
+    convt::grad_input(p, dy, wt, dx, opt);
+    cuda_check(cudaDeviceSynchronize(), "grad_input");
+    auto dy_at = [&](int64_t o) { return pattern_value(o % period_b, 2); };
+    int64_t checked = 0;
+    for (const auto& range : sample_ranges(3 * L, rng)) {
+      const std::vector<double> got = read_range(big.get(), p.dtype, range.first, range.second);
+      for (int64_t e = range.first; e < range.second; ++e) {
+        const int64_t c = e / L, i = e % L;
+        double ref = 0;
+        for (int k = 0; k < K; ++k)
+          if (i + k < Lo) ref += dy_at(i + k) * w[c][k];
+        ASSERT_EQ(got[size_t(e - range.first)], ref)
+            << "grad_input dx[0, " << c << ", " << i << "]";
+        ++checked;
+      }
+    }
+    EXPECT_GT(checked, 7000);
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace convt
