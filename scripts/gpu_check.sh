@@ -47,8 +47,9 @@ if has build; then
     -DCONVT_CUDA_ARCHS=$CONVT_CUDA_ARCHS ${GTEST_ARGS[*]} && cmake --build $BUILD -j $JOBS"
 fi
 if has ctest; then
-  step ctest bash -c "cd $BUILD && ctest --output-on-failure -j 4 && ./examples/convt_example_forward"
-  grep -E "tests passed|tests failed" "$OUT/ctest.log" | tee -a "$SUMMARY"
+  # Each suite in one process (so state carried between tests is exercised too).
+  step ctest bash -c "set -e; cd $BUILD; for t in tests/cpp/convt_test_*; do echo \"== \$t\"; ./\$t; done; ./examples/convt_example_forward"
+  grep -E "^== |PASSED|FAILED|SKIPPED \]" "$OUT/ctest.log" | tee -a "$SUMMARY"
 fi
 if has sanitize; then
   for tool in memcheck racecheck initcheck; do

@@ -50,11 +50,15 @@ void check_output_padding(const Problem& p) {
   for (int d = 0; d < sd; ++d)
     ok = ok && (p.output_padding[d] < p.stride[d] || p.output_padding[d] < p.dilation[d]);
   if (ok) return;
+  // PyTorch runs 1-D problems as 2-D ones of height 1 and names the height entries too.
+  const int n = sd == 1 ? 2 : sd;
+  const int shift = n - sd;
+  auto entry = [&](const Dims& v, int d, int64_t fill) { return d < shift ? fill : v[d - shift]; };
   std::ostringstream os;
   os << "output padding must be smaller than either stride or dilation, but got";
-  for (int d = 0; d < sd; ++d) os << " output_padding_" << dim_name(sd, d) << ": " << p.output_padding[d];
-  for (int d = 0; d < sd; ++d) os << " stride_" << dim_name(sd, d) << ": " << p.stride[d];
-  for (int d = 0; d < sd; ++d) os << " dilation_" << dim_name(sd, d) << ": " << p.dilation[d];
+  for (int d = 0; d < n; ++d) os << " output_padding_" << dim_name(n, d) << ": " << entry(p.output_padding, d, 0);
+  for (int d = 0; d < n; ++d) os << " stride_" << dim_name(n, d) << ": " << entry(p.stride, d, 1);
+  for (int d = 0; d < n; ++d) os << " dilation_" << dim_name(n, d) << ": " << entry(p.dilation, d, 1);
   throw Error(ErrorKind::kRuntime, os.str());
 }
 

@@ -7,6 +7,7 @@
 // CONVT_LOG=1 prints each choice and the reason for it.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <string>
 
 #include "backend.hpp"
@@ -22,12 +23,21 @@ namespace {
 
 using direct::DirectParams;
 
+// The number of visible devices, queried once (it cannot change within a process).
+int device_count() {
+  static const int count = [] {
+    int n = 0;
+    check_cuda(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
+    return n;
+  }();
+  return count;
+}
+
 // Makes `device` current for the lifetime of the guard and restores the previous device.
 class DeviceGuard {
  public:
   explicit DeviceGuard(Device device) {
-    int count = 0;
-    check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+    const int count = device_count();
     CONVT_CHECK(device.index >= 0 && device.index < count, "convt: CUDA device index ",
                 device.index, " is out of range: ", count, " CUDA device",
                 count == 1 ? " is" : "s are", " visible");
@@ -50,9 +60,15 @@ class DeviceGuard {
 
 // The grid cap of every launch: enough resident blocks to fill the device a few times over.
 int64_t max_blocks(Device device) {
-  int sms = 0;
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device.index),
-             "cudaDeviceGetAttribute");
+  // Multiprocessor counts, cached per device (0: not queried yet).
+  static std::atomic<int> sm_count[64] = {};
+  std::atomic<int>* cached = device.index < 64 ? &sm_count[device.index] : nullptr;
+  int sms = cached ? cached->load(std::memory_order_relaxed) : 0;
+  if (sms == 0) {
+    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device.index),
+               "cudaDeviceGetAttribute");
+    if (cached) cached->store(sms, std::memory_order_relaxed);
+  }
   return int64_t(sms > 0 ? sms : 1) * 32;
 }
 

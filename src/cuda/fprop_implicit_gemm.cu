@@ -17,10 +17,10 @@ namespace {
 
 int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
-// Opt a kernel into more than 48 KB of dynamic shared memory, once per device.
+// Opts `kernel` into `bytes` of dynamic shared memory on `device`, once per device.
+// `done` must be a flag set owned by this one kernel.
 template <typename Kernel>
-void allow_smem(Kernel kernel, std::size_t bytes, int device) {
-  static std::atomic<uint64_t> done{0};
+void allow_smem(Kernel kernel, std::size_t bytes, int device, std::atomic<uint64_t>& done) {
   const uint64_t bit = uint64_t(1) << (device & 63);
   if (done.load(std::memory_order_relaxed) & bit) return;
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -29,7 +29,14 @@ void allow_smem(Kernel kernel, std::size_t bytes, int device) {
   done.fetch_or(bit, std::memory_order_relaxed);
 }
 
-template <typename T, int BK>
+// Largest element offset of a tensor, plus one.
+int64_t span(const TensorRef& t) {
+  int64_t s = 1;
+  for (int d = 0; d < t.rank; ++d) s += (t.sizes[d] - 1) * t.strides[d];
+  return s;
+}
+
+template <typename T, int BK, typename Index>
 void launch(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
             const TensorRef& w, const TensorRef* b, const TensorRef& y, const ExecOptions& opt) {
   using namespace igemm;
@@ -83,8 +90,9 @@ void launch(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef
   const std::size_t smem = SmemLayout<T, BK>::kBytes;
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  allow_smem(fprop_kernel<T, BK>, smem, device);
-  fprop_kernel<T, BK><<<grid, kThreads, smem, opt.stream>>>(fp);
+  static std::atomic<uint64_t> smem_set{0};  // one flag set per kernel instantiation
+  allow_smem(fprop_kernel<T, BK, Index>, smem, device, smem_set);
+  fprop_kernel<T, BK, Index><<<grid, kThreads, smem, opt.stream>>>(fp);
   check_cuda(cudaGetLastError(), "implicit-GEMM forward launch");
 }
 
@@ -92,10 +100,18 @@ template <typename T>
 void launch_bk(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
                const TensorRef& w, const TensorRef* b, const TensorRef& y,
                const ExecOptions& opt) {
-  if (plan.block_k == 32)
-    launch<T, 32>(plan, p, x, w, b, y, opt);
-  else
-    launch<T, 16>(plan, p, x, w, b, y, opt);
+  const bool small = std::max(span(x), span(y)) < (int64_t(1) << 31);
+  if (plan.block_k == 32) {
+    if (small)
+      launch<T, 32, int>(plan, p, x, w, b, y, opt);
+    else
+      launch<T, 32, int64_t>(plan, p, x, w, b, y, opt);
+  } else {
+    if (small)
+      launch<T, 16, int>(plan, p, x, w, b, y, opt);
+    else
+      launch<T, 16, int64_t>(plan, p, x, w, b, y, opt);
+  }
 }
 
 }  // namespace

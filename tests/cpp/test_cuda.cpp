@@ -386,6 +386,22 @@ INSTANTIATE_TEST_SUITE_P(Tiles, CudaFastPath,
                            return std::string(name);
                          });
 
+// Kernels of the tensor-core forward differ in their shared-memory needs; running a
+// small-tile one first must not keep a large-tile one from getting its allowance.
+TEST(CudaFastPathOrder, EveryTileSizeInOneProcess) {
+  SKIP_WITHOUT_CUDA();
+  const Precision tf32 = kPrecisions[1];
+  ASSERT_EQ(tf32.math, MathMode::kAllowTF32);
+  uint64_t seed = 77;
+  for (int64_t cig : {int64_t(8), int64_t(16), int64_t(40), int64_t(64)}) {
+    const Problem p = make_problem(2, 1, cig, 64, 1, {6, 7, 1}, {3, 3, 1}, {1, 2, 1},
+                                   {1, 1, 0}, {0, 1, 0}, {1, 1, 1}, true);
+    SCOPED_TRACE(p.to_string());
+    for (const Precision& precision : {tf32, kPrecisions[3], kPrecisions[4]})
+      check_all_directions(p, Layout::kContiguous, precision, ++seed);
+  }
+}
+
 TEST(CudaEdgeCases, SizeOneDimensionsWithStrideZero) {
   SKIP_WITHOUT_CUDA();
   const Problem p = make_problem(2, 1, 1, 3, 1, {1, 7, 1}, {1, 3, 1}, {2, 2, 1}, {0, 1, 0},

@@ -169,6 +169,15 @@ TEST(Validation, OutputPaddingMustBeSmallerThanStrideOrDilation) {
       "output padding must be smaller than either stride or dilation, but got "
       "output_padding_depth: 1 output_padding_height: 1 output_padding_width: 0 stride_depth: 2 "
       "stride_height: 1 stride_width: 1 dilation_depth: 1 dilation_height: 1 dilation_width: 1");
+  // 1-D: PyTorch's message also names the height entries of its 2-D implementation
+  cp = P(1);
+  cp.stride = {2, 1, 1};
+  cp.output_padding = {2, 0, 0};
+  expect_error([&] { Problem::from_tensors(T({1, 2, 5}), T({2, 2, 3}), nullptr, cp); },
+               ErrorKind::kRuntime,
+               "output padding must be smaller than either stride or dilation, but got "
+               "output_padding_height: 0 output_padding_width: 2 stride_height: 1 "
+               "stride_width: 2 dilation_height: 1 dilation_width: 1");
   // output_padding >= stride is fine while it is smaller than the dilation
   cp = P(1);
   cp.dilation = {4, 1, 1};

@@ -223,7 +223,9 @@ struct SmemLayout {
 // ---------------------------------------------------------------------------------------
 // The kernel
 // ---------------------------------------------------------------------------------------
-template <typename T, int BK>
+// Index: the integer type of element offsets within x and y — int where both tensors span
+// fewer than 2^31 elements (cheaper address arithmetic), int64_t otherwise.
+template <typename T, int BK, typename Index>
 __global__ void __launch_bounds__(kThreads, 2) fprop_kernel(FpropParams p) {
   using L = SmemLayout<T, BK>;
   // A tile: BK x 64 elements, loaded with 16-byte (or, for small tiles, 8-byte) vectors.
@@ -239,6 +241,8 @@ __global__ void __launch_bounds__(kThreads, 2) fprop_kernel(FpropParams p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* As = reinterpret_cast<T*>(smem_raw);
   T* Bs = As + 2 * L::kAStage;
+  // Output offset of each of the block's 128 positions (-1: past the end), for the epilogue.
+  __shared__ Index s_yoff[kBlockN];
 
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
@@ -273,16 +277,24 @@ __global__ void __launch_bounds__(kThreads, 2) fprop_kernel(FpropParams p) {
   // ---- this thread's gather column: one output position of the phase ----
   const int bcol = tid % kBlockN;
   const int brow0 = tid / kBlockN;
-  int64_t qn = 0;
+  Index qn = 0;
   int qd = 0, qh = 0, qw = 0;
   const bool col_valid = p0 + bcol < P;
   if (col_valid) {
-    int64_t t = p0 + bcol;
+    Index t = Index(p0 + bcol);
     qw = int(t % Q[2]); t /= Q[2];
     qh = int(t % Q[1]); t /= Q[1];
     qd = int(t % Q[0]); t /= Q[0];
     qn = t;
   }
+  if (brow0 == 0) {
+    s_yoff[bcol] = col_valid ? Index(qn * p.y_str[0] + (qd * p.stride[0] + r[0]) * p.y_str[2] +
+                                     (qh * p.stride[1] + r[1]) * p.y_str[3] +
+                                     (qw * p.stride[2] + r[2]) * p.y_str[4])
+                             : Index(-1);
+  }
+  const Index xs_c = Index(p.x_str[1]), xs_d = Index(p.x_str[2]), xs_h = Index(p.x_str[3]),
+              xs_w = Index(p.x_str[4]);
   const T* xg = static_cast<const T*>(p.x) + qn * p.x_str[0] + g * p.cig * p.x_str[1];
   const T* wg = static_cast<const T*>(p.wp) +
                 g * p.k[0] * p.k[1] * p.k[2] * p.cig_pad * p.cog_pad + co0;
@@ -328,11 +340,19 @@ __global__ void __launch_bounds__(kThreads, 2) fprop_kernel(FpropParams p) {
     const int iw = qw + taps[2].off0 - jw * taps[2].doff;
     const bool pos_ok = col_valid && id >= 0 && id < p.in[0] && ih >= 0 && ih < p.in[1] &&
                         iw >= 0 && iw < p.in[2];
-    const T* xb = xg + id * p.x_str[2] + ih * p.x_str[3] + iw * p.x_str[4];
+    // Offsets step by kRowStep channels; a full tile of channels needs no channel check.
+    Index off = Index(id) * xs_d + Index(ih) * xs_h + Index(iw) * xs_w +
+                Index(ci0 + brow0) * xs_c;
+    const Index step = Index(kRowStep) * xs_c;
+    if (pos_ok && ci0 + BK <= p.cig) {
 #pragma unroll
-    for (int i = 0; i < kBRows; ++i) {
-      const int ci = ci0 + brow0 + i * kRowStep;
-      b_reg[i] = (pos_ok && ci < p.cig) ? xb[ci * p.x_str[1]] : Elem<T>::from_float(0.f);
+      for (int i = 0; i < kBRows; ++i, off += step) b_reg[i] = xg[off];
+    } else {
+#pragma unroll
+      for (int i = 0; i < kBRows; ++i, off += step) {
+        const int ci = ci0 + brow0 + i * kRowStep;
+        b_reg[i] = (pos_ok && ci < p.cig) ? xg[off] : Elem<T>::from_float(0.f);
+      }
     }
   };
 
@@ -423,30 +443,26 @@ __global__ void __launch_bounds__(kThreads, 2) fprop_kernel(FpropParams p) {
   }
 
   // ---- epilogue: bias, convert, store to y[n, g*Cog+co, q*s+r] ----
-  T* y = static_cast<T*>(p.y);
-  const T* bias = static_cast<const T*>(p.bias);
+  __syncthreads();  // s_yoff (also when the K loop was empty)
+  T* y = static_cast<T*>(p.y) + g * p.cog * p.y_str[1];
+  const T* bias = p.bias ? static_cast<const T*>(p.bias) + g * p.cog * p.b_str : nullptr;
+  const Index ys_c = Index(p.y_str[1]);
+  const int cog = int(p.cog - co0);  // channels of this block's tile that exist
 #pragma unroll
-  for (int ni = 0; ni < 4; ++ni) {
+  for (int mi = 0; mi < 2; ++mi) {
 #pragma unroll
-    for (int e1 = 0; e1 < 2; ++e1) {
-      const int64_t pp = p0 + warp_n + ni * 8 + 2 * tig + e1;
-      if (pp >= P) continue;
-      int64_t t = pp;
-      const int64_t ow = (t % Q[2]) * p.stride[2] + r[2]; t /= Q[2];
-      const int64_t oh = (t % Q[1]) * p.stride[1] + r[1]; t /= Q[1];
-      const int64_t od = (t % Q[0]) * p.stride[0] + r[0]; t /= Q[0];
-      const int64_t on = t;
-      T* yp = y + on * p.y_str[0] + od * p.y_str[2] + oh * p.y_str[3] + ow * p.y_str[4];
+    for (int e0 = 0; e0 < 2; ++e0) {
+      const int co = warp_m + mi * 16 + gid + e0 * 8;
+      if (co >= cog) continue;
+      const Index c = Index(co0 + co);
+      const float bv = bias ? Elem<T>::to_float(bias[c * p.b_str]) : 0.f;
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi) {
+      for (int ni = 0; ni < 4; ++ni) {
 #pragma unroll
-        for (int e0 = 0; e0 < 2; ++e0) {
-          const int64_t co = co0 + warp_m + mi * 16 + gid + e0 * 8;
-          if (co >= p.cog) continue;
-          const int64_t c = g * p.cog + co;
-          float v = acc[mi][ni][e0 * 2 + e1];
-          if (bias) v += Elem<T>::to_float(bias[c * p.b_str]);
-          yp[c * p.y_str[1]] = Elem<T>::from_float(v);
+        for (int e1 = 0; e1 < 2; ++e1) {
+          const Index yo = s_yoff[warp_n + ni * 8 + 2 * tig + e1];
+          if (yo < 0) continue;
+          y[yo + c * ys_c] = Elem<T>::from_float(acc[mi][ni][e0 * 2 + e1] + bv);
         }
       }
     }

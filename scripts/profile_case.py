@@ -1,0 +1,35 @@
+"""Run one convt forward of a benchmark case, for profilers (ncu, compute-sanitizer).
+
+    python scripts/profile_case.py kb57 --dtype bf16 [--batch 2] [--reps 3]
+"""
+import argparse
+
+import torch
+
+import convt
+from convt.bench.suite import load_suite, select_cases
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case")
+    ap.add_argument("--dtype", default="bf16", choices=["fp32", "bf16", "fp16"])
+    ap.add_argument("--batch", type=int, default=None, help="override the batch size")
+    ap.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args()
+    case = select_cases(load_suite("kernelbench").cases, [args.case])[0]
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    n = args.batch or case.batch
+    x = torch.rand(n, case.in_channels, *case.input_size, device="cuda", dtype=dtype)
+    w = torch.randn(case.in_channels, case.out_channels // case.groups, *case.kernel_size,
+                    device="cuda", dtype=dtype)
+    fn = getattr(convt, f"conv_transpose{case.dims}d")
+    for _ in range(args.reps):
+        y = fn(x, w, None, case.stride, case.padding, case.output_padding, case.groups,
+               case.dilation)
+    torch.cuda.synchronize()
+    print(case.id, tuple(y.shape), y.dtype)
+
+
+if __name__ == "__main__":
+    main()

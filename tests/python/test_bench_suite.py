@@ -1,0 +1,252 @@
+"""convt bench: suite files, the --shape grammar and the CPU scale-down rule."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+
+from convt.bench import roofline
+from convt.bench.suite import (
+    Case,
+    ShapeError,
+    SuiteError,
+    builtin_suite_path,
+    load_suite,
+    parse_shape,
+    scale_down,
+    select_cases,
+)
+
+KERNELBENCH_IDS = ["kb57", "kb58", "kb61", "kb64", "kb65", "kb68", "kb69", "kb70", "kb71",
+                   "kb72", "kb73", "kb74", "kb75", "kb77", "kb78", "kb79", "kb81"]
+
+
+# ---------------------------------------------------------------------------------------
+# The shipped suite
+# ---------------------------------------------------------------------------------------
+
+def test_kernelbench_suite_has_17_cases():
+    suite = load_suite("kernelbench")
+    assert suite.name == "kernelbench"
+    assert suite.ids() == KERNELBENCH_IDS
+    assert Path(suite.path) == builtin_suite_path("kernelbench")
+
+
+def test_kernelbench_figures_match_the_file():
+    """Output size, GFLOP and fp32 MB computed here agree with the figures in the file."""
+    raw = json.loads(builtin_suite_path("kernelbench").read_text())["cases"]
+    suite = load_suite("kernelbench")
+    for entry, case in zip(raw, suite.cases):
+        assert list(case.output_size) == entry["output_size"], case.id
+        assert round(case.flops() / 1e9, 2) == pytest.approx(entry["gflop"], abs=0.006), case.id
+        mbytes = roofline.problem_bytes(case, "fp32", "fwd") / 1e6
+        assert mbytes == pytest.approx(entry["min_mbytes_fp32"], abs=0.06), case.id
+
+
+def test_kb72_fields():
+    case = {c.id: c for c in load_suite("kernelbench").cases}["kb72"]
+    assert case.dims == 3 and case.groups == 4 and not case.bias
+    assert case.stride == (2, 2, 2) and case.padding == (1, 2, 3)
+    assert case.output_padding == (1, 1, 1) and case.kernel_size == (3, 5, 7)
+    assert case.weight_shape == (32, 8, 3, 5, 7)
+    assert case.output_shape == (8, 32, 24, 48, 96)
+
+
+# ---------------------------------------------------------------------------------------
+# User suite files
+# ---------------------------------------------------------------------------------------
+
+GOOD_CASE = {"id": "mine", "dims": 2, "batch": 2, "in_channels": 8, "out_channels": 4,
+             "input_size": [16, 16], "kernel_size": 4, "stride": 2, "padding": 1,
+             "bias": True}
+
+
+def write(tmp_path, data, name="suite.json"):
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+def test_user_suite_loads_with_defaults_and_scalars(tmp_path):
+    suite = load_suite(write(tmp_path, {"about": "x", "cases": [GOOD_CASE]}))
+    (case,) = suite.cases
+    assert suite.name == "suite" and suite.about == "x"
+    assert case.kernel_size == (4, 4) and case.stride == (2, 2) and case.padding == (1, 1)
+    assert case.output_padding == (0, 0) and case.dilation == (1, 1) and case.groups == 1
+    assert case.bias is True
+    assert case.output_size == (32, 32)
+
+
+def test_user_suite_as_bare_list(tmp_path):
+    assert load_suite(write(tmp_path, [GOOD_CASE])).ids() == ["mine"]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"stride": [2, 2, 2]}, "stride must have 2 entries"),
+    ({"strides": 2}, "unknown key 'strides'"),
+    ({"groups": 3}, "divisible by groups"),
+    ({"output_padding": 2}, "output_padding"),
+    ({"padding": -1}, "padding must be non-negative"),
+    ({"dims": 4}, "dims must be 1, 2 or 3"),
+    ({"batch": "2"}, "batch must be an integer"),
+    ({"bias": 1}, "bias must be true or false"),
+    ({"output_size": [31, 32]}, "does not match"),
+    ({"kernel_size": 3, "padding": 20}, "too small"),
+    ({"id": ""}, "id must be a non-empty string"),
+])
+def test_user_suite_bad_case_names_file_case_and_problem(tmp_path, change, message):
+    path = write(tmp_path, {"cases": [GOOD_CASE, {**GOOD_CASE, "id": "bad", **change}]})
+    with pytest.raises(SuiteError) as info:
+        load_suite(path)
+    text = str(info.value)
+    assert str(path) in text and "case #2" in text and message in text
+
+
+def test_user_suite_missing_key(tmp_path):
+    entry = dict(GOOD_CASE)
+    del entry["kernel_size"]
+    with pytest.raises(SuiteError, match="missing required key.*kernel_size"):
+        load_suite(write(tmp_path, {"cases": [entry]}))
+
+
+def test_user_suite_structural_errors(tmp_path):
+    with pytest.raises(SuiteError, match="not found"):
+        load_suite(tmp_path / "nope.json")
+    with pytest.raises(SuiteError, match=r"not valid JSON.*line 1"):
+        load_suite(write(tmp_path, "{cases: [}"))
+    with pytest.raises(SuiteError, match="no \"cases\" list"):
+        load_suite(write(tmp_path, {"shapes": []}))
+    with pytest.raises(SuiteError, match="no cases"):
+        load_suite(write(tmp_path, {"cases": []}))
+    with pytest.raises(SuiteError, match="duplicate id 'mine'"):
+        load_suite(write(tmp_path, {"cases": [GOOD_CASE, GOOD_CASE]}))
+    with pytest.raises(SuiteError, match="must be a JSON object"):
+        load_suite(write(tmp_path, {"cases": [3]}))
+
+
+def test_select_cases():
+    cases = load_suite("kernelbench").cases
+    picked = select_cases(cases, ["kb72,kb57", "kb81", "kb57"])
+    assert [c.id for c in picked] == ["kb72", "kb57", "kb81"]
+    assert len(select_cases(cases, [])) == 17
+    with pytest.raises(SuiteError, match="unknown case id.*kb99"):
+        select_cases(cases, ["kb57,kb99"])
+
+
+# ---------------------------------------------------------------------------------------
+# The shape grammar
+# ---------------------------------------------------------------------------------------
+
+def test_shape_example_from_the_docs():
+    case = parse_shape("2d N=8 C=64->64 in=512x512 k=3 s=2 p=1 op=1")
+    assert case == Case(id="shape", dims=2, batch=8, in_channels=64, out_channels=64,
+                        input_size=(512, 512), kernel_size=(3, 3), stride=(2, 2),
+                        padding=(1, 1), output_padding=(1, 1), dilation=(1, 1))
+    assert case.output_size == (1024, 1024)
+
+
+def test_shape_all_keys_and_per_dim_values():
+    case = parse_shape("3d id=up N=2 C=32->64 in=4x8x16 k=3x5x7 s=2x2x1 p=1x2x3 op=1x0x0 "
+                       "d=1x1x2 g=4 bias")
+    assert case.id == "up" and case.batch == 2 and case.groups == 4 and case.bias
+    assert case.in_channels == 32 and case.out_channels == 64
+    assert case.kernel_size == (3, 5, 7) and case.stride == (2, 2, 1)
+    assert case.padding == (1, 2, 3) and case.output_padding == (1, 0, 0)
+    assert case.dilation == (1, 1, 2)
+
+
+def test_shape_infers_dims_and_defaults():
+    case = parse_shape("in=4096 C=512->256 k=16 s=8 p=4")
+    assert case.dims == 1 and case.batch == 1 and not case.bias
+    assert case.output_size == ((4096 - 1) * 8 - 8 + 15 + 1,)
+    same = parse_shape("C=16 in=10x12 k=3")
+    assert same.in_channels == same.out_channels == 16 and same.dims == 2
+    # a single in= entry with an explicit dimension applies to every dimension
+    assert parse_shape("2d C=4 in=9 k=3").input_size == (9, 9)
+
+
+def test_shape_aliases_and_bias_values():
+    a = parse_shape("2d batch=3 cin=4 cout=8 input=5x6 kernel=3 stride=2 padding=1 "
+                    "output_padding=1 dilation=1 groups=2 bias=true")
+    b = parse_shape("2d N=3 C=4->8 in=5x6 k=3 s=2 p=1 op=1 g=2 bias")
+    assert a == b
+    assert parse_shape("2d C=4 in=5 k=3 bias=0").bias is False
+    assert parse_shape("2d C=4→8 in=5 k=3").out_channels == 8
+
+
+def test_shape_round_trips_through_spec():
+    for case in load_suite("kernelbench").cases:
+        assert parse_shape(case.spec(), default_id=case.id) == case
+    odd = parse_shape("2d N=2 C=6->9 in=7x5 k=2x4 s=3x1 p=1x0 op=2x0 d=1x2 g=3 bias")
+    assert parse_shape(odd.spec()) == odd
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "empty shape"),
+    ("2d N=8 C=64->64 k=3", "no in="),
+    ("2d N=8 C=64->64 in=32x32", "no k="),
+    ("2d N=8 in=32x32 k=3", "no C="),
+    ("2d N=8 C=64->64 in=32x32 k=3 foo=1", "unknown key 'foo'"),
+    ("2d N=8 C=64->64 in=32x32 k=3 hello", "unknown token 'hello'"),
+    ("2d N=8 C=64->64 in=32x32x32 k=3", "3 entries but the case is 2d"),
+    ("2d N=8 C=64->64 in=32x32 k=3x3x3", "3 entries but the case is 2d"),
+    ("2d N=8 C=64->64 in=32x32 k=3 s=2 op=2", "output_padding"),
+    ("2d N=8 C=64->60 in=32x32 k=3 g=8", "divisible by groups"),
+    ("2d N=8 C=64->64 in=32xx32 k=3", "in='32xx32'"),
+    ("2d N=8 C=64->64 in=32x32 k=-3", "k='-3'"),
+    ("2d N=8 C=64->64 in=32x32 k=3 s=0", "stride must be positive"),
+    ("2d N=0 C=64->64 in=32x32 k=3", "batch must be positive"),
+    ("2d N=x C=64->64 in=32x32 k=3", "whole number"),
+    ("2d C=64-64 in=32x32 k=3", "C=IN->OUT"),
+    ("2d 3d C=4 in=4 k=3", "given twice"),
+    ("2d C=4 in=4 k=3 k=5", "given twice"),
+    ("2d C=4 in=1 k=1 p=1", "too small"),
+    ("in=2x2x2x2 C=4 k=3", "1, 2 or 3 entries"),
+    ("2d C=4 in=4 k=3 bias=maybe", "bias takes true or false"),
+])
+def test_shape_errors(text, message):
+    with pytest.raises(ShapeError) as info:
+        parse_shape(text)
+    assert message in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------
+# CPU scale-down
+# ---------------------------------------------------------------------------------------
+
+def test_scale_down_kernelbench():
+    limit = 50_000_000
+    for case in load_suite("kernelbench").cases:
+        small = scale_down(case, limit)
+        assert small.id == case.id and small.scaled_from is case
+        assert small.batch == 1
+        assert 0 < small.flops() <= limit, case.id
+        assert small.flops() > limit / 2 ** case.dims / 2, case.id  # not shrunk needlessly
+        assert all(o >= 1 for o in small.output_size)
+        for field in ("in_channels", "out_channels", "kernel_size", "stride", "padding",
+                      "output_padding", "dilation", "groups", "bias"):
+            assert getattr(small, field) == getattr(case, field), (case.id, field)
+
+
+def test_scale_down_rule_by_hand():
+    # kb57: 2*64*64*9 = 73728 flops per input pixel; 1024x1024 halves, largest extent
+    # first (the first among equals), until at most 50e6 / 73728 = 678 pixels: 16x32.
+    kb57 = {c.id: c for c in load_suite("kernelbench").cases}["kb57"]
+    assert scale_down(kb57).input_size == (16, 32)
+    assert scale_down(kb57).flops() == 73728 * 512
+
+
+def test_scale_down_keeps_small_cases_and_can_be_disabled():
+    case = parse_shape("2d N=4 C=8 in=16 k=3")
+    assert scale_down(case) is case
+    big = parse_shape("2d N=8 C=64 in=1024 k=3")
+    assert scale_down(big, 0) is big
+
+
+def test_scale_down_stops_when_output_would_be_empty():
+    # k=3, p=2, s=1: output = L - 2, so halving 4 to 2 would leave an empty output.
+    case = parse_shape("1d N=2 C=512->512 in=64 k=3 p=2")
+    small = scale_down(case, 1000)
+    assert small.input_size == (4,)
+    assert small.output_size == (2,)

@@ -1,0 +1,101 @@
+"""convt bench: the timer sees the time a slowed kernel really takes."""
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+from convt.bench.timing import median, time_call, time_interleaved
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def test_cpu_timer_sees_a_deliberately_slowed_function():
+    x = torch.rand(64, 64)
+    sleep_ms = 10.0
+
+    def real():
+        return x @ x
+
+    def slowed():
+        y = x @ x
+        time.sleep(sleep_ms / 1e3)
+        return y
+
+    fast, slow = time_interleaved([real, slowed], reps=5, warmup=1, device="cpu")
+    assert len(fast.ms) == len(slow.ms) == 5
+    # Every slowed sample carries the sleep (a busy machine can only add time, so the
+    # fastest samples are compared), and the medians are not absurd.
+    assert min(slow.ms) - min(fast.ms) >= 0.95 * sleep_ms
+    assert slow.median_ms >= sleep_ms
+    assert slow.median_ms - fast.median_ms < 10 * sleep_ms
+
+
+def test_interleaving_order_and_before_each():
+    calls = []
+
+    def a():
+        calls.append("a")
+
+    def b():
+        calls.append("b")
+
+    time_interleaved([a, b], reps=3, warmup=1, device="cpu",
+                     before_each=lambda: calls.append("-"))
+    assert calls == ["a", "b"] + ["-", "a", "-", "b"] * 3
+
+
+def test_every_timed_call_runs_the_function():
+    count = []
+    time_interleaved([lambda: count.append(1)], reps=7, warmup=2, device="cpu")
+    assert len(count) == 9
+    with pytest.raises(ValueError):
+        time_interleaved([lambda: None], reps=0, device="cpu")
+
+
+def test_median():
+    assert median([3.0, 1.0, 2.0]) == 2.0
+    assert median([4.0, 1.0, 3.0, 2.0]) == 2.5
+
+
+@needs_cuda
+def test_cuda_timer_sees_a_deliberately_slowed_kernel():
+    """torch.cuda._sleep spins on the GPU while the host returns at once: only a timer
+    that records events on the stream and synchronises sees it."""
+    device = "cuda"
+    x = torch.rand(1024, 1024, device=device)
+    # Calibrate the spin: cycles per millisecond of this GPU.
+    torch.cuda._sleep(1000)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    torch.cuda._sleep(10_000_000)
+    torch.cuda.synchronize()
+    cycles_per_ms = 10_000_000 / ((time.perf_counter() - t0) * 1e3)
+    sleep_ms = 5.0
+    cycles = int(sleep_ms * cycles_per_ms)
+
+    def real():
+        return x @ x
+
+    def slowed():
+        y = x @ x
+        torch.cuda._sleep(cycles)
+        return y
+
+    # The host returns from slowed() long before the GPU is done (once the libraries
+    # behind x @ x are initialised).
+    real()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    slowed()
+    host_only_ms = (time.perf_counter() - t0) * 1e3
+    torch.cuda.synchronize()
+    assert host_only_ms < 0.5 * sleep_ms
+
+    fast, slow = time_interleaved([real, slowed], reps=5, warmup=1, device=device)
+    extra = slow.median_ms - fast.median_ms
+    assert 0.7 * sleep_ms <= extra <= 1.5 * sleep_ms, (extra, sleep_ms, host_only_ms)
+    ms, host_ms = time_call(slowed, device)
+    assert host_ms >= ms >= 0.7 * sleep_ms
