@@ -1,0 +1,236 @@
+"""The four convt ops on real CPU and CUDA tensors, through the extension module.
+
+Each function validates its call in C++ (``convt._C.prepare_*``: PyTorch's rules and
+wording), allocates the output in the memory format PyTorch would return and, when the
+backend asks for one, a workspace on the tensors' device, then runs the op on the current
+CUDA stream (``convt._C.run``, GIL released). Nothing here knows about autograd or
+torch.library: these are the device kernels behind ``torch.ops.convt.*`` and the eager
+fast path of ``convt.functional`` (see ``_dispatch.py``).
+
+Tensors are handed over as descriptors ``(data_ptr, sizes, strides, dtype_code,
+device_code)``; any non-negative strides are accepted, so no input is copied.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from . import _C
+
+__all__ = [
+    "conv_transpose",
+    "grad_input",
+    "grad_weight",
+    "grad_bias",
+    "cuda_math_mode",
+    "describe",
+    "unsupported_dtype_error",
+    "pytorch_channels_last",
+    "cudnn_channels_last",
+]
+
+# convt::DType codes.
+DTYPE_CODES = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3}
+
+# convt::MathMode codes.
+MATH_ALLOW_TF32 = 0
+MATH_STRICT_FP32 = 1
+
+# The names PyTorch's dispatch macros print for unsupported scalar types.
+_SCALAR_TYPE_NAMES = {
+    torch.int64: "Long",
+    torch.int32: "Int",
+    torch.int16: "Short",
+    torch.int8: "Char",
+    torch.uint8: "Byte",
+    torch.bool: "Bool",
+    torch.complex32: "ComplexHalf",
+    torch.complex64: "ComplexFloat",
+    torch.complex128: "ComplexDouble",
+}
+
+_CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def unsupported_dtype_error(
+    op_name: str, tensors: Sequence[Optional[torch.Tensor]], roles: Sequence[str] = ("weight", "bias")
+) -> Exception:
+    """The error PyTorch raises for a call whose tensors have an unsupported or mixed dtype.
+
+    All tensors of one unsupported dtype: NotImplementedError (a RuntimeError), as
+    PyTorch's CUDA kernels raise it (``"conv_transpose2d" not implemented for 'Long'``).
+    Mixed dtypes: RuntimeError naming both, as the C++ validation words it; ``roles``
+    names the tensors after the first.
+    """
+    first = tensors[0].dtype
+    for role, t in zip(roles, tensors[1:]):
+        if t is not None and t.dtype != first:
+            return RuntimeError(
+                f"Input type ({_dtype_name(first)}) and {role} type ({_dtype_name(t.dtype)}) "
+                "should be the same"
+            )
+    name = _SCALAR_TYPE_NAMES.get(first, _dtype_name(first))
+    return NotImplementedError(f'"{op_name}" not implemented for \'{name}\'')
+
+
+def describe(t: torch.Tensor, with_data: bool = True) -> tuple:
+    """The descriptor of a tensor for ``convt._C``; raises KeyError for an unsupported dtype.
+
+    ``with_data=False`` gives a shape-only descriptor (data pointer 0) for validation
+    without data, e.g. of fake tensors.
+    """
+    return (
+        t.data_ptr() if with_data else 0,
+        t.shape,
+        t.stride(),
+        DTYPE_CODES[t.dtype],
+        t.get_device() if t.is_cuda else -1,
+    )
+
+
+def cuda_math_mode() -> int:
+    """The float32 math mode PyTorch's own cuDNN convolutions would use right now (SPEC §3).
+
+    TF32 is allowed exactly when PyTorch lets cuDNN convolutions use it: on torch with the
+    fp32_precision API, ``torch.backends.cudnn.conv.fp32_precision == "tf32"`` (a value of
+    "none" defers to ``torch.backends.cudnn.fp32_precision``, then to
+    ``torch.backends.fp32_precision``, as PyTorch resolves it); on older torch,
+    ``torch.backends.cudnn.allow_tf32``.
+
+    The flags are read on every call of a kernel, also when the kernel runs inside a
+    torch.compile'd graph (the op is opaque to the compiler, so its kernel reads them when
+    the graph runs). A captured CUDA graph keeps the mode that was current at capture.
+    """
+    cudnn = torch.backends.cudnn
+    conv = getattr(cudnn, "conv", None)
+    if conv is not None:
+        precision = conv.fp32_precision
+        if precision == "none":
+            precision = cudnn.fp32_precision
+            if precision == "none":
+                precision = torch.backends.fp32_precision
+        return MATH_ALLOW_TF32 if precision == "tf32" else MATH_STRICT_FP32
+    return MATH_ALLOW_TF32 if cudnn.allow_tf32 else MATH_STRICT_FP32
+
+
+try:
+    _raw_stream = torch._C._cuda_getCurrentRawStream
+except AttributeError:  # a torch built without CUDA
+
+    def _raw_stream(index: int) -> int:
+        return torch.cuda.current_stream(index).cuda_stream
+
+
+_get_num_threads = torch.get_num_threads
+
+
+def _exec_args(t: torch.Tensor) -> tuple:
+    """(math, num_threads) for a call on the device of ``t``."""
+    if t.is_cuda:
+        return (cuda_math_mode() if t.dtype is torch.float32 else MATH_ALLOW_TF32), 0
+    return MATH_STRICT_FP32, _get_num_threads()
+
+
+_select_conv_backend = getattr(torch._C, "_select_conv_backend", None)
+_backend_memory_format = getattr(torch._C, "_conv_determine_backend_memory_format", None)
+
+
+def pytorch_channels_last(x, w, b, stride, padding, output_padding, groups, dilation) -> bool:
+    """Whether PyTorch's own conv_transpose returns a channels_last result for this call.
+
+    Asked only when the input or the weight is channels_last (otherwise PyTorch's result
+    is contiguous). The answer depends on the backend PyTorch would pick (cuDNN, oneDNN or
+    a native kernel, by dtype, device, arguments and flags), so it is asked of PyTorch's
+    backend selection, as PyTorch's own FakeTensor kernels do. Works on fake tensors too.
+    """
+    if _select_conv_backend is not None:
+        try:
+            backend = _select_conv_backend(
+                x, w, b, list(stride), list(padding), list(dilation), True, list(output_padding), groups
+            )
+            return _backend_memory_format(x, w, backend) != torch.contiguous_format
+        except (RuntimeError, TypeError, ValueError):
+            pass
+    return cudnn_channels_last(x)
+
+
+def cudnn_channels_last(x) -> bool:
+    """cuDNN's rule for a channels_last operand: channels_last except in float64.
+
+    The layout of the gradient ops' results, whose inputs are channels_last candidates."""
+    return not (x.dtype is torch.float64 and x.is_cuda)
+
+
+def _run(prepared: tuple, like: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    """Allocate the output of a prepared call (and its workspace), run it, return the output."""
+    call, shape, _, workspace_bytes = prepared
+    if channels_last:
+        out = torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=_CHANNELS_LAST[len(shape)])
+    else:
+        out = like.new_empty(shape)
+    stream = _raw_stream(like.get_device()) if like.is_cuda else 0
+    if workspace_bytes:
+        # The API asks for 256-byte alignment: over-allocate and round the pointer up.
+        workspace = torch.empty(workspace_bytes + 256, dtype=torch.uint8, device=like.device)
+        ptr = (workspace.data_ptr() + 255) & ~255
+        _C.run(call, out.data_ptr(), out.stride(), stream, ptr, workspace_bytes)
+    else:
+        _C.run(call, out.data_ptr(), out.stride(), stream, 0, 0)
+    return out
+
+
+def _op_name(spatial_dims: int) -> str:
+    return f"conv_transpose{spatial_dims}d"
+
+
+def conv_transpose(x, w, b, stride, padding, output_padding, groups, dilation) -> torch.Tensor:
+    """y = conv_transpose(x, w) + b for a batched input x; arguments are per-dimension sequences."""
+    math, threads = _exec_args(x)
+    params = (len(stride), stride, padding, output_padding, dilation, groups)
+    try:
+        descs = (describe(x), describe(w), None if b is None else describe(b))
+    except KeyError:
+        raise unsupported_dtype_error(_op_name(len(stride)), (x, w, b)) from None
+    prepared = _C.prepare_forward(*descs, params, math, threads, True)
+    cl = prepared[2] and pytorch_channels_last(x, w, b, stride, padding, output_padding, groups, dilation)
+    return _run(prepared, x, cl)
+
+
+def grad_input(dy, w, input_size, stride, padding, output_padding, groups, dilation) -> torch.Tensor:
+    """dx of size input_size: the direct convolution of dy with w (the adjoint of the forward in x)."""
+    math, threads = _exec_args(dy)
+    params = (len(stride), stride, padding, output_padding, dilation, groups)
+    try:
+        descs = (describe(dy), describe(w))
+    except KeyError:
+        raise unsupported_dtype_error(_op_name(len(stride)), (dy, w)) from None
+    prepared = _C.prepare_grad_input(*descs, input_size, params, math, threads, True)
+    return _run(prepared, dy, prepared[2] and cudnn_channels_last(dy))
+
+
+def grad_weight(x, dy, weight_size, stride, padding, output_padding, groups, dilation) -> torch.Tensor:
+    """dw of size weight_size: the correlation of x with dy (the adjoint of the forward in w)."""
+    math, threads = _exec_args(x)
+    params = (len(stride), stride, padding, output_padding, dilation, groups)
+    try:
+        descs = (describe(x), describe(dy))
+    except KeyError:
+        raise unsupported_dtype_error(_op_name(len(stride)), (x, dy), ("grad_output",)) from None
+    prepared = _C.prepare_grad_weight(*descs, weight_size, params, math, threads, True)
+    return _run(prepared, x, prepared[2] and cudnn_channels_last(x))
+
+
+def grad_bias(dy) -> torch.Tensor:
+    """db[c]: the sum of dy over every dimension but the channel dimension."""
+    math, threads = _exec_args(dy)
+    try:
+        desc = describe(dy)
+    except KeyError:
+        raise unsupported_dtype_error(_op_name(max(dy.dim() - 2, 1)), (dy,)) from None
+    return _run(_C.prepare_grad_bias(desc, math, threads, True), dy, False)
