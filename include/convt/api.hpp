@@ -32,12 +32,23 @@ enum class Op : int8_t { kForward = 0, kGradInput = 1, kGradWeight = 2, kGradBia
 
 const char* op_to_string(Op op);
 
+// Which forward kernel the CUDA backend runs. kAuto (the default) lets the dispatcher choose;
+// the others ask for one kernel, which runs when it can express the problem (otherwise the
+// dispatcher's own choice runs). For tests and benchmarks; CONVT_LOG=1 shows the choice.
+enum class ForwardKernel : int8_t {
+  kAuto = 0,
+  kDirect = 1,            // the always-correct gather kernel
+  kImplicitGemm = 2,      // tensor cores, one input gather per tap
+  kImplicitGemmHalo = 3,  // tensor cores, input strips shared by the taps along W
+};
+
 struct ExecOptions {
   MathMode math = MathMode::kAllowTF32;  // float32 precision contract (SPEC §3)
   cudaStream_t stream = nullptr;         // CUDA stream (nullptr: the legacy default stream)
   void* workspace = nullptr;             // scratch memory on the tensors' device
   std::size_t workspace_bytes = 0;
   int num_threads = 0;                   // CPU backend threads (<= 0: all hardware threads)
+  ForwardKernel forward_kernel = ForwardKernel::kAuto;  // CUDA forward kernel choice
 };
 
 // Scratch bytes the call (op, problem) on `device` needs; 0 when none.

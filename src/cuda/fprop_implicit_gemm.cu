@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdlib>
+#include <string>
 
+#include "convt/cuda/implicit_gemm_fprop_halo_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_sm80.cuh"
 #include "cuda_util.hpp"
 
@@ -16,6 +19,10 @@ namespace cuda {
 namespace {
 
 int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+// Dynamic shared memory the halo kernel may use: what lets two blocks share a multiprocessor.
+// Its size varies with the problem, so each kernel is opted in to this bound once.
+constexpr std::size_t kHaloSmemLimit = 100 * 1024;
 
 // Opts `kernel` into `bytes` of dynamic shared memory on `device`, once per device.
 // `done` must be a flag set owned by this one kernel.
@@ -36,9 +43,10 @@ int64_t span(const TensorRef& t) {
   return s;
 }
 
-template <typename T, int BK, typename Index>
-void launch(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
-            const TensorRef& w, const TensorRef* b, const TensorRef& y, const ExecOptions& opt) {
+// Packs the weight into the workspace (Wp[g][kd][kh][kw][ci][co], see the kernel header).
+template <typename T>
+void pack_weight(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& w,
+                 const ExecOptions& opt) {
   using namespace igemm;
   PackParams pk{};
   pk.w = w.data;
@@ -54,21 +62,24 @@ void launch(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef
   const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
   pack_weight_kernel<T><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
   check_cuda(cudaGetLastError(), "pack_weight_kernel launch");
+}
 
-  FpropParams fp{};
+igemm::FpropParams fprop_params(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                                const TensorRef& x, const TensorRef* b, const TensorRef& y,
+                                const ExecOptions& opt) {
+  igemm::FpropParams fp{};
   fp.x = x.data;
   fp.wp = opt.workspace;
   fp.bias = b ? b->data : nullptr;
   fp.b_str = b ? b->strides[0] : 0;
   fp.y = y.data;
   fp.N = p.batch;
-  fp.cig = pk.cig;
-  fp.cog = pk.cog;
+  fp.cig = p.in_channels_per_group();
+  fp.cog = p.out_channels_per_group();
   fp.groups = p.groups;
   fp.cig_pad = plan.cig_pad;
   fp.cog_pad = plan.cog_pad;
   const Dims out = p.output_sizes();
-  int64_t positions = p.batch;  // positions of the largest phase (phase 0)
   for (int d = 0; d < 3; ++d) {
     fp.in[d] = p.input_size[d];
     fp.out[d] = out[d];
@@ -76,63 +87,144 @@ void launch(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef
     fp.stride[d] = p.stride[d];
     fp.pad[d] = p.padding[d];
     fp.dil[d] = p.dilation[d];
-    positions *= (out[d] + p.stride[d] - 1) / p.stride[d];
   }
   for (int d = 0; d < 5; ++d) {
     fp.x_str[d] = x.strides[d];
     fp.y_str[d] = y.strides[d];
   }
   fp.num_phases = p.stride[0] * p.stride[1] * p.stride[2];
-  fp.co_tiles = plan.cog_pad / kBlockM;
-  const int64_t ptiles = (positions + kBlockN - 1) / kBlockN;
+  fp.co_tiles = plan.cog_pad / igemm::kBlockM;
+  return fp;
+}
+
+// Output positions of the largest phase (phase 0) along each dimension.
+Dims phase0_positions(const Problem& p) {
+  const Dims out = p.output_sizes();
+  Dims q{};
+  for (int d = 0; d < 3; ++d) q[d] = (out[d] + p.stride[d] - 1) / p.stride[d];
+  return q;
+}
+
+template <typename T, int BK, typename Index>
+void launch_gather(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
+                   const TensorRef* b, const TensorRef& y, const ExecOptions& opt, int device) {
+  using namespace igemm;
+  const FpropParams fp = fprop_params(plan, p, x, b, y, opt);
+  const Dims q = phase0_positions(p);
+  const int64_t ptiles = (p.batch * q[0] * q[1] * q[2] + kBlockN - 1) / kBlockN;
   const dim3 grid(static_cast<unsigned>(ptiles * fp.num_phases),
                   static_cast<unsigned>(p.groups * fp.co_tiles));
   const std::size_t smem = SmemLayout<T, BK>::kBytes;
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   static std::atomic<uint64_t> smem_set{0};  // one flag set per kernel instantiation
   allow_smem(fprop_kernel<T, BK, Index>, smem, device, smem_set);
   fprop_kernel<T, BK, Index><<<grid, kThreads, smem, opt.stream>>>(fp);
   check_cuda(cudaGetLastError(), "implicit-GEMM forward launch");
 }
 
+template <typename T, int BK, typename Index>
+void launch_halo(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
+                 const TensorRef* b, const TensorRef& y, const ExecOptions& opt, int device) {
+  using namespace igemm;
+  HaloParams hp{};
+  hp.f = fprop_params(plan, p, x, b, y, opt);
+  const Dims q = phase0_positions(p);
+  hp.wt = plan.wt;
+  hp.rows = plan.rows;
+  hp.tw_max = plan.tw_max;
+  hp.strip_rows_max = plan.strip_rows;
+  hp.col_segs = static_cast<int>((q[2] + plan.wt - 1) / plan.wt);
+  const int64_t rows = p.batch * q[0] * q[1];
+  hp.row_groups = static_cast<int>((rows + plan.rows - 1) / plan.rows);
+  const dim3 grid(static_cast<unsigned>(int64_t(hp.row_groups) * hp.col_segs * hp.f.num_phases),
+                  static_cast<unsigned>(p.groups * hp.f.co_tiles));
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem(fprop_halo_kernel<T, BK, Index>, kHaloSmemLimit, device, smem_set);
+  fprop_halo_kernel<T, BK, Index><<<grid, kThreads, plan.smem_bytes, opt.stream>>>(hp);
+  check_cuda(cudaGetLastError(), "implicit-GEMM (halo) forward launch");
+}
+
+template <typename T, int BK>
+void launch_bk_index(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
+                     const TensorRef* b, const TensorRef& y, const ExecOptions& opt, int device) {
+  const bool small = std::max(span(x), span(y)) < (int64_t(1) << 31);
+  const bool halo = plan.kind == ImplicitGemmFpropPlan::Kind::kHalo;  // TF32 halo: BK = 16
+  if constexpr (sizeof(T) == 4 && BK == 32) {
+    if (small)
+      launch_gather<T, BK, int>(plan, p, x, b, y, opt, device);
+    else
+      launch_gather<T, BK, int64_t>(plan, p, x, b, y, opt, device);
+  } else if (small) {
+    if (halo)
+      launch_halo<T, BK, int>(plan, p, x, b, y, opt, device);
+    else
+      launch_gather<T, BK, int>(plan, p, x, b, y, opt, device);
+  } else {
+    if (halo)
+      launch_halo<T, BK, int64_t>(plan, p, x, b, y, opt, device);
+    else
+      launch_gather<T, BK, int64_t>(plan, p, x, b, y, opt, device);
+  }
+}
+
 template <typename T>
 void launch_bk(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
                const TensorRef& w, const TensorRef* b, const TensorRef& y,
                const ExecOptions& opt) {
-  const bool small = std::max(span(x), span(y)) < (int64_t(1) << 31);
-  if (plan.block_k == 32) {
-    if (small)
-      launch<T, 32, int>(plan, p, x, w, b, y, opt);
-    else
-      launch<T, 32, int64_t>(plan, p, x, w, b, y, opt);
-  } else {
-    if (small)
-      launch<T, 16, int>(plan, p, x, w, b, y, opt);
-    else
-      launch<T, 16, int64_t>(plan, p, x, w, b, y, opt);
-  }
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  pack_weight<T>(plan, p, w, opt);
+  if (plan.block_k == 32)
+    launch_bk_index<T, 32>(plan, p, x, b, y, opt, device);
+  else
+    launch_bk_index<T, 16>(plan, p, x, b, y, opt, device);
 }
 
 }  // namespace
 
 std::string ImplicitGemmFpropPlan::describe() const {
   if (!usable) return "not usable: " + reason;
+  if (kind == Kind::kHalo)
+    return detail::str_cat("implicit-GEMM mma.sync with W-tap input strips, tile ",
+                           igemm::kBlockM, " channels x ", rows, "x", wt, " positions x ",
+                           block_k, ", ", tw_max, " W taps, ", strip_rows, " strip rows, smem ",
+                           smem_bytes, " B, workspace ", workspace_bytes, " B");
   return detail::str_cat("implicit-GEMM mma.sync, tile ", igemm::kBlockM, "x", igemm::kBlockN,
                          "x", block_k, ", workspace ", workspace_bytes, " B");
 }
 
-ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptions& opt) {
+namespace {
+
+// CONVT_FORWARD_KERNEL=direct|implicit_gemm|implicit_gemm_halo asks for one forward kernel
+// where the options leave the choice to the dispatcher (for benchmarking and debugging).
+ForwardKernel forward_kernel_from_env() {
+  static const ForwardKernel kernel = [] {
+    const char* v = std::getenv("CONVT_FORWARD_KERNEL");
+    if (v == nullptr) return ForwardKernel::kAuto;
+    const std::string s(v);
+    if (s == "direct") return ForwardKernel::kDirect;
+    if (s == "implicit_gemm") return ForwardKernel::kImplicitGemm;
+    if (s == "implicit_gemm_halo") return ForwardKernel::kImplicitGemmHalo;
+    return ForwardKernel::kAuto;
+  }();
+  return kernel;
+}
+
+}  // namespace
+
+ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptions& options) {
+  ExecOptions opt = options;
+  if (opt.forward_kernel == ForwardKernel::kAuto) opt.forward_kernel = forward_kernel_from_env();
   ImplicitGemmFpropPlan plan;
   auto no = [&](const char* why) {
     plan.usable = false;
     plan.reason = why;
     return plan;
   };
+  if (opt.forward_kernel == ForwardKernel::kDirect) return no("direct kernel requested");
   if (p.dtype == DType::kFloat64) return no("float64 has no tensor-core path");
   if (p.dtype == DType::kFloat32 && opt.math == MathMode::kStrictFP32)
     return no("strict float32 requested (TF32 not allowed)");
-  // The kernel keeps spatial coordinates, strides and tap arithmetic in 32 bits.
+  // The kernels keep spatial coordinates, strides and tap arithmetic in 32 bits.
   const Dims out = p.output_sizes();
   for (int d = 0; d < 3; ++d) {
     const int64_t limit = int64_t(1) << 30;
@@ -147,17 +239,59 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
   plan.cig_pad = round_up(cig, plan.block_k);
   plan.cog_pad = round_up(cog, igemm::kBlockM);
   if (p.groups * (plan.cog_pad / igemm::kBlockM) > 65535) return no("too many groups");
-  int64_t positions = p.batch, phases = 1;
-  for (int d = 0; d < 3; ++d) {
-    positions *= (out[d] + p.stride[d] - 1) / p.stride[d];
-    phases *= p.stride[d];
-  }
-  const int64_t ptiles = (positions + igemm::kBlockN - 1) / igemm::kBlockN;
+  const Dims q = phase0_positions(p);
+  int64_t phases = 1;
+  for (int d = 0; d < 3; ++d) phases *= p.stride[d];
+  const int64_t ptiles = (p.batch * q[0] * q[1] * q[2] + igemm::kBlockN - 1) / igemm::kBlockN;
   if (ptiles * phases > INT_MAX) return no("grid too large");
   const int64_t packed = p.groups * p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2] *
                          plan.cig_pad * plan.cog_pad;
   plan.workspace_bytes = static_cast<std::size_t>(packed) * dtype_size(p.dtype);
   plan.usable = true;
+
+  // The halo variant shares each gathered input strip among the W taps of a phase: worth it
+  // when a phase has more than one W tap. Per phase the W taps are k0, k0+step, ... with
+  // step = s / gcd(s, dilation); the widest phase has ceil(K / step) of them, and tap j
+  // reads input column q + off0 - j*doff with doff = step * dilation / s.
+  if (opt.forward_kernel == ForwardKernel::kImplicitGemm) return plan;
+  const int64_t s = p.stride[2], dil = p.dilation[2];
+  int64_t a = s, b = dil;
+  while (b != 0) {
+    const int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  const int64_t step = s / a, doff = step * dil / s;
+  const int64_t tw_max = (p.kernel_size[2] + step - 1) / step;
+  const bool forced = opt.forward_kernel == ForwardKernel::kImplicitGemmHalo;
+  if (tw_max < 2 && !forced) return plan;
+  // Tile: `rows` rows of `wt` positions, so that the strips (wt + halo columns per row)
+  // fit in the 128 rows a block gathers.
+  const int64_t halo = (tw_max - 1) * doff;
+  if (halo >= igemm::kMaxStripRows) return plan;
+  const int64_t wt = std::min<int64_t>(q[2], igemm::kMaxStripRows - halo);
+  const int64_t rows = igemm::kMaxStripRows / (wt + halo);
+  const int64_t strip_rows = rows * (wt + halo);
+  const int64_t row_groups = (p.batch * q[0] * q[1] + rows - 1) / rows;
+  const int64_t col_segs = (q[2] + wt - 1) / wt;
+  if (row_groups * col_segs * phases > INT_MAX) return plan;
+  const bool tf32 = p.dtype == DType::kFloat32;
+  for (int bk : {tf32 ? 16 : plan.block_k, 16}) {
+    if (bk > plan.block_k) continue;
+    const std::size_t bytes =
+        2 * (std::size_t(tw_max) * bk * (igemm::kBlockM + igemm::kPad) +
+             std::size_t(strip_rows) * (bk + (tf32 ? 4 : 8))) *
+        dtype_size(p.dtype);
+    if (bytes > kHaloSmemLimit) continue;
+    plan.kind = ImplicitGemmFpropPlan::Kind::kHalo;
+    plan.block_k = bk;
+    plan.wt = int(wt);
+    plan.rows = int(rows);
+    plan.tw_max = int(tw_max);
+    plan.strip_rows = int(strip_rows);
+    plan.smem_bytes = bytes;
+    break;
+  }
   return plan;
 }
 

@@ -11,11 +11,16 @@ namespace convt {
 namespace cuda {
 
 struct ImplicitGemmFpropPlan {
+  enum class Kind { kGather, kHalo };
   bool usable = false;
-  std::string reason;  // why the kernel cannot run this problem, when !usable
-  int block_k = 0;     // input channels per K tile
+  std::string reason;  // why no implicit-GEMM kernel runs this problem, when !usable
+  Kind kind = Kind::kGather;
+  int block_k = 0;     // input channels per K step
   int64_t cig_pad = 0, cog_pad = 0;
   std::size_t workspace_bytes = 0;  // the packed weight
+  // kHalo: tile of `rows` x `wt` positions, W taps of the widest phase, strip rows.
+  int wt = 0, rows = 0, tw_max = 0, strip_rows = 0;
+  std::size_t smem_bytes = 0;
   std::string describe() const;
 };
 

@@ -156,7 +156,8 @@ void zero_unit_strides(HostTensor& h) {
 // CPU in float64 on the same values, and compares; output gaps must stay untouched.
 void check_all_directions(Problem problem, Layout layout, const Precision& precision,
                           uint64_t seed, cudaStream_t stream = nullptr,
-                          bool unit_strides_zero = false) {
+                          bool unit_strides_zero = false,
+                          ForwardKernel forward_kernel = ForwardKernel::kAuto) {
   SCOPED_TRACE(precision.name);
   const DType dt = precision.dtype;
   problem.dtype = dt;
@@ -191,6 +192,7 @@ void check_all_directions(Problem problem, Layout layout, const Precision& preci
   ExecOptions base;
   base.math = precision.math;
   base.stream = stream;
+  base.forward_kernel = forward_kernel;
 
   auto expect_close = [&](const char* what, HostTensor& out, const DeviceTensor& dev,
                           const HostTensor& ref) {
@@ -371,9 +373,15 @@ TEST_P(CudaFastPath, MatchesFloat64Oracle) {
   SKIP_WITHOUT_CUDA();
   const Case& c = fast_cases()[static_cast<size_t>(GetParam())];
   SCOPED_TRACE(c.name());
-  for (const Precision& precision : kPrecisions) {
-    if (precision.dtype == DType::kFloat64) continue;
-    check_all_directions(c.problem, c.layout, precision, 104729u * uint64_t(GetParam()) + 3);
+  // Each tensor-core forward kernel (where it can express the case), then the dispatcher's.
+  for (ForwardKernel kernel : {ForwardKernel::kImplicitGemm, ForwardKernel::kImplicitGemmHalo,
+                               ForwardKernel::kAuto}) {
+    SCOPED_TRACE("forward kernel " + std::to_string(int(kernel)));
+    for (const Precision& precision : kPrecisions) {
+      if (precision.dtype == DType::kFloat64) continue;
+      check_all_directions(c.problem, c.layout, precision, 104729u * uint64_t(GetParam()) + 3,
+                           nullptr, false, kernel);
+    }
   }
 }
 
@@ -398,7 +406,8 @@ TEST(CudaFastPathOrder, EveryTileSizeInOneProcess) {
                                    {1, 1, 0}, {0, 1, 0}, {1, 1, 1}, true);
     SCOPED_TRACE(p.to_string());
     for (const Precision& precision : {tf32, kPrecisions[3], kPrecisions[4]})
-      check_all_directions(p, Layout::kContiguous, precision, ++seed);
+      for (ForwardKernel kernel : {ForwardKernel::kImplicitGemm, ForwardKernel::kImplicitGemmHalo})
+        check_all_directions(p, Layout::kContiguous, precision, ++seed, nullptr, false, kernel);
   }
 }
 
