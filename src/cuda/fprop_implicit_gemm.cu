@@ -249,10 +249,11 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
   plan.workspace_bytes = static_cast<std::size_t>(packed) * dtype_size(p.dtype);
   plan.usable = true;
 
-  // The halo variant shares each gathered input strip among the W taps of a phase: worth it
-  // when a phase has more than one W tap. Per phase the W taps are k0, k0+step, ... with
-  // step = s / gcd(s, dilation); the widest phase has ceil(K / step) of them, and tap j
-  // reads input column q + off0 - j*doff with doff = step * dilation / s.
+  // The halo variant shares each gathered input strip among the W taps of a phase. Per
+  // phase the W taps are k0, k0+step, ... with step = s / gcd(s, dilation); the widest
+  // phase has ceil(K / step) of them, and tap j reads input column q + off0 - j*doff with
+  // doff = step * dilation / s. Measured on an H200 (docs/kernels.md), sharing pays only
+  // from about six W taps on: below that the gather kernel is faster.
   if (opt.forward_kernel == ForwardKernel::kImplicitGemm) return plan;
   const int64_t s = p.stride[2], dil = p.dilation[2];
   int64_t a = s, b = dil;
@@ -264,7 +265,8 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
   const int64_t step = s / a, doff = step * dil / s;
   const int64_t tw_max = (p.kernel_size[2] + step - 1) / step;
   const bool forced = opt.forward_kernel == ForwardKernel::kImplicitGemmHalo;
-  if (tw_max < 2 && !forced) return plan;
+  constexpr int64_t kHaloMinTaps = 6;
+  if (tw_max < kHaloMinTaps && !forced) return plan;
   // Tile: `rows` rows of `wt` positions, so that the strips (wt + halo columns per row)
   // fit in the 128 rows a block gathers.
   const int64_t halo = (tw_max - 1) * doff;
