@@ -265,17 +265,9 @@ __global__ void __launch_bounds__(kThreads, 2) fprop_halo_kernel(HaloParams hp) 
 #pragma unroll
       for (int kk = 0; kk < BK; kk += Mma<T>::kK) {
         uint32_t a[2][4], b[4][2];
+        load_a_fragments<T>(a, as, L::kAStride, kk, warp_m, lane);
         if constexpr (kTf32) {
-          const float* af = reinterpret_cast<const float*>(as);
           const float* bf = reinterpret_cast<const float*>(bs);
-#pragma unroll
-          for (int mi = 0; mi < 2; ++mi) {
-            const int m = warp_m + mi * 16 + gid;
-            a[mi][0] = __float_as_uint(af[(kk + tig) * L::kAStride + m]);
-            a[mi][1] = __float_as_uint(af[(kk + tig) * L::kAStride + m + 8]);
-            a[mi][2] = __float_as_uint(af[(kk + tig + 4) * L::kAStride + m]);
-            a[mi][3] = __float_as_uint(af[(kk + tig + 4) * L::kAStride + m + 8]);
-          }
 #pragma unroll
           for (int ni = 0; ni < 4; ++ni) {
             const float* row = bf + (frag_row[ni] + shift) * L::kBStride + kk;
@@ -283,13 +275,6 @@ __global__ void __launch_bounds__(kThreads, 2) fprop_halo_kernel(HaloParams hp) 
             b[ni][1] = __float_as_uint(row[tig + 4]);
           }
         } else {
-          const int lrow = lane % 8;
-#pragma unroll
-          for (int mi = 0; mi < 2; ++mi) {
-            const int krow = kk + lrow + (lane / 16) * 8;
-            const int mcol = warp_m + mi * 16 + ((lane / 8) % 2) * 8;
-            ldmatrix_x4_trans(a[mi], as + krow * L::kAStride + mcol);
-          }
 #pragma unroll
           for (int nj = 0; nj < 2; ++nj) {
             // matrices: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
@@ -333,30 +318,8 @@ __global__ void __launch_bounds__(kThreads, 2) fprop_halo_kernel(HaloParams hp) 
   }
 
   // ---- epilogue: bias, convert, store ----
-  __syncthreads();
-  T* y = static_cast<T*>(p.y) + g * p.cog * p.y_str[1];
-  const T* bias = p.bias ? static_cast<const T*>(p.bias) + g * p.cog * p.b_str : nullptr;
-  const Index ys_c = Index(p.y_str[1]);
-  const int cog = int(p.cog - co0);
-#pragma unroll
-  for (int mi = 0; mi < 2; ++mi) {
-#pragma unroll
-    for (int e0 = 0; e0 < 2; ++e0) {
-      const int co = warp_m + mi * 16 + gid + e0 * 8;
-      if (co >= cog) continue;
-      const Index c = Index(co0 + co);
-      const float bv = bias ? Elem<T>::to_float(bias[c * p.b_str]) : 0.f;
-#pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
-#pragma unroll
-        for (int e1 = 0; e1 < 2; ++e1) {
-          const Index yo = s_yoff[warp_n + ni * 8 + 2 * tig + e1];
-          if (yo < 0) continue;
-          y[yo + c * ys_c] = Elem<T>::from_float(acc[mi][ni][e0 * 2 + e1] + bv);
-        }
-      }
-    }
-  }
+  __syncthreads();  // s_yoff (also when the K loop was empty)
+  store_accumulators<T, Index>(acc, p, s_yoff, g, co0, warp_m, warp_n, lane);
 }
 
 }  // namespace igemm

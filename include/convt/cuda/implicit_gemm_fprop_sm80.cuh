@@ -221,6 +221,70 @@ struct SmemLayout {
 };
 
 // ---------------------------------------------------------------------------------------
+// Pieces shared by the forward kernels (this one and the halo variant)
+// ---------------------------------------------------------------------------------------
+
+// A fragments (weights; shared memory k-major, `stride` elements per k-row) of the warp's
+// two 16-row M tiles for the MMA step at k offset kk.
+template <typename T>
+__device__ __forceinline__ void load_a_fragments(uint32_t (&a)[2][4], const T* as, int stride,
+                                                 int kk, int warp_m, int lane) {
+  const int gid = lane / 4, tig = lane % 4;
+  if constexpr (sizeof(T) == 4) {
+    const float* af = reinterpret_cast<const float*>(as);
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi) {
+      const int m = warp_m + mi * 16 + gid;
+      a[mi][0] = __float_as_uint(af[(kk + tig) * stride + m]);
+      a[mi][1] = __float_as_uint(af[(kk + tig) * stride + m + 8]);
+      a[mi][2] = __float_as_uint(af[(kk + tig + 4) * stride + m]);
+      a[mi][3] = __float_as_uint(af[(kk + tig + 4) * stride + m + 8]);
+    }
+  } else {
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi) {
+      // matrices: (k 0-7, m 0-7), (k 0-7, m 8-15), (k 8-15, m 0-7), (k 8-15, m 8-15)
+      const int krow = kk + lane % 8 + (lane / 16) * 8;
+      const int mcol = warp_m + mi * 16 + ((lane / 8) % 2) * 8;
+      ldmatrix_x4_trans(a[mi], as + krow * stride + mcol);
+    }
+  }
+}
+
+// The epilogue: adds the bias, converts, and stores the warp's 32 x 32 accumulator tile to
+// y[n, g*Cog + co0 + co, position], the position's offset taken from yoff (-1: none).
+template <typename T, typename Index>
+__device__ __forceinline__ void store_accumulators(const float (&acc)[2][4][4],
+                                                   const FpropParams& p, const Index* yoff,
+                                                   int64_t g, int64_t co0, int warp_m,
+                                                   int warp_n, int lane) {
+  const int gid = lane / 4, tig = lane % 4;
+  T* y = static_cast<T*>(p.y) + g * p.cog * p.y_str[1];
+  const T* bias = p.bias ? static_cast<const T*>(p.bias) + g * p.cog * p.b_str : nullptr;
+  const Index ys_c = Index(p.y_str[1]);
+  const int cog = int(p.cog - co0);  // channels of this block's tile that exist
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+    for (int e0 = 0; e0 < 2; ++e0) {
+      const int co = warp_m + mi * 16 + gid + e0 * 8;
+      if (co >= cog) continue;
+      const Index c = Index(co0 + co);
+      const float bv = bias ? Elem<T>::to_float(bias[c * p.b_str]) : 0.f;
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) {
+#pragma unroll
+        for (int e1 = 0; e1 < 2; ++e1) {
+          const Index yo = yoff[warp_n + ni * 8 + 2 * tig + e1];
+          if (yo < 0) continue;
+          y[yo + c * ys_c] = Elem<T>::from_float(acc[mi][ni][e0 * 2 + e1] + bv);
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 // The kernel
 // ---------------------------------------------------------------------------------------
 // Index: the integer type of element offsets within x and y — int where both tensors span
@@ -382,17 +446,9 @@ __global__ void __launch_bounds__(kThreads, 2) fprop_kernel(FpropParams p) {
 #pragma unroll
     for (int kk = 0; kk < BK; kk += Mma<T>::kK) {
       uint32_t a[2][4], b[4][2];
+      load_a_fragments<T>(a, as, L::kAStride, kk, warp_m, lane);
       if constexpr (sizeof(T) == 4) {
-        const float* af = reinterpret_cast<const float*>(as);
         const float* bf = reinterpret_cast<const float*>(bs);
-#pragma unroll
-        for (int mi = 0; mi < 2; ++mi) {
-          const int m = warp_m + mi * 16 + gid;
-          a[mi][0] = __float_as_uint(af[(kk + tig) * L::kAStride + m]);
-          a[mi][1] = __float_as_uint(af[(kk + tig) * L::kAStride + m + 8]);
-          a[mi][2] = __float_as_uint(af[(kk + tig + 4) * L::kAStride + m]);
-          a[mi][3] = __float_as_uint(af[(kk + tig + 4) * L::kAStride + m + 8]);
-        }
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni) {
           const int n = warp_n + ni * 8 + gid;
@@ -401,13 +457,6 @@ __global__ void __launch_bounds__(kThreads, 2) fprop_kernel(FpropParams p) {
         }
       } else {
         const int lrow = lane % 8;
-#pragma unroll
-        for (int mi = 0; mi < 2; ++mi) {
-          // matrices: (k 0-7, m 0-7), (k 0-7, m 8-15), (k 8-15, m 0-7), (k 8-15, m 8-15)
-          const int krow = kk + lrow + (lane / 16) * 8;
-          const int mcol = warp_m + mi * 16 + ((lane / 8) % 2) * 8;
-          ldmatrix_x4_trans(a[mi], as + krow * L::kAStride + mcol);
-        }
 #pragma unroll
         for (int nj = 0; nj < 2; ++nj) {
           // matrices: (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15)
@@ -444,29 +493,7 @@ __global__ void __launch_bounds__(kThreads, 2) fprop_kernel(FpropParams p) {
 
   // ---- epilogue: bias, convert, store to y[n, g*Cog+co, q*s+r] ----
   __syncthreads();  // s_yoff (also when the K loop was empty)
-  T* y = static_cast<T*>(p.y) + g * p.cog * p.y_str[1];
-  const T* bias = p.bias ? static_cast<const T*>(p.bias) + g * p.cog * p.b_str : nullptr;
-  const Index ys_c = Index(p.y_str[1]);
-  const int cog = int(p.cog - co0);  // channels of this block's tile that exist
-#pragma unroll
-  for (int mi = 0; mi < 2; ++mi) {
-#pragma unroll
-    for (int e0 = 0; e0 < 2; ++e0) {
-      const int co = warp_m + mi * 16 + gid + e0 * 8;
-      if (co >= cog) continue;
-      const Index c = Index(co0 + co);
-      const float bv = bias ? Elem<T>::to_float(bias[c * p.b_str]) : 0.f;
-#pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
-#pragma unroll
-        for (int e1 = 0; e1 < 2; ++e1) {
-          const Index yo = s_yoff[warp_n + ni * 8 + 2 * tig + e1];
-          if (yo < 0) continue;
-          y[yo + c * ys_c] = Elem<T>::from_float(acc[mi][ni][e0 * 2 + e1] + bv);
-        }
-      }
-    }
-  }
+  store_accumulators<T, Index>(acc, p, s_yoff, g, co0, warp_m, warp_n, lane);
 }
 
 }  // namespace igemm
