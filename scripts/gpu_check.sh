@@ -48,7 +48,7 @@ if has build; then
 fi
 if has ctest; then
   # Each suite in one process (so state carried between tests is exercised too).
-  step ctest bash -c "set -e; cd $BUILD; for t in tests/cpp/convt_test_*; do echo \"== \$t\"; ./\$t; done; ./examples/convt_example_forward"
+  step ctest bash -c "set -e; cd $BUILD; for t in \$(find tests/cpp -maxdepth 1 -type f -executable -name 'convt_test_*' | sort); do echo \"== \$t\"; ./\$t; done; ./examples/convt_example_forward"
   grep -E "^== |PASSED|FAILED|SKIPPED \]" "$OUT/ctest.log" | tee -a "$SUMMARY"
 fi
 if has sanitize; then

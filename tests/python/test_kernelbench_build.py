@@ -259,7 +259,11 @@ def exported(tmp_path_factory, request):
         pytest.skip("no C++ compiler for load_inline")
     if DEVICE == "cuda" and NVCC is None:
         pytest.skip("nvcc is needed to build the CUDA extension")
-    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(request.config.cache.mkdir("convt_kernelbench_extensions")))
+    # Keep built extensions between runs where pytest's cache is enabled.
+    cache = getattr(request.config, "cache", None)
+    ext_dir = (cache.mkdir("convt_kernelbench_extensions") if cache is not None
+               else tmp_path_factory.mktemp("convt_kernelbench_extensions"))
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(ext_dir))
     work = tmp_path_factory.mktemp("kb_run")
     sources = convt_sources()
     out = {}
