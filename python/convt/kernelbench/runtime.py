@@ -23,6 +23,7 @@
 import hashlib as _convt_hashlib
 import inspect as _convt_inspect
 import os as _convt_os
+import sys as _convt_sys
 import threading as _convt_threading
 import warnings as _convt_warnings
 
@@ -75,10 +76,15 @@ def _convt_build_spec():
     )
     # The _CONVT_*_SOURCE strings and _CONVT_FUNCTIONS are defined further down in the
     # exported file.
+    # Some toolchains link a static C++ runtime into the module; its symbols must stay
+    # private to the module, or they mix with torch's shared runtime and crash (iostream
+    # locale state, seen formatting numbers).
+    ldflags = ["-Wl,--exclude-libs,ALL"] if _convt_sys.platform.startswith("linux") else []
     cpp = prelude + _CONVT_API_SOURCE + _CONVT_CORE_SOURCE + _CONVT_WRAPPER_SOURCE  # noqa: F821
     cuda = _CONVT_API_SOURCE + _CONVT_CUDA_SOURCE + _CONVT_CUDA_EXTRA_SOURCE if with_cuda else None  # noqa: F821
     digest = _convt_hashlib.sha256()
-    for part in (cpp, cuda or "", " ".join(cflags), " ".join(cuda_flags), torch.__version__):
+    for part in (cpp, cuda or "", " ".join(cflags), " ".join(cuda_flags), " ".join(ldflags),
+                 torch.__version__):
         digest.update(part.encode("utf-8"))
         digest.update(b"\0")
     name = f"convt_kb_{'cuda' if with_cuda else 'cpu'}_{digest.hexdigest()[:16]}"
@@ -88,6 +94,7 @@ def _convt_build_spec():
         functions=dict(_CONVT_FUNCTIONS),  # noqa: F821
         extra_cflags=cflags,
         extra_cuda_cflags=cuda_flags if with_cuda else None,
+        extra_ldflags=ldflags,
         with_cuda=with_cuda,
         verbose=_convt_os.environ.get("CONVT_KB_VERBOSE", "") not in ("", "0"),
     )
