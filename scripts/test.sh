@@ -36,6 +36,12 @@ cmake --build "${BUILD_DIR}" -j "${JOBS}"
 echo "== C++ tests (ctest)"
 (cd "${BUILD_DIR}" && ctest --output-on-failure -j "${JOBS}")
 
+CUDA_TESTS="${BUILD_DIR}/tests/cpp/convt_test_cuda"
+if [ -x "${CUDA_TESTS}" ] && ! "${CUDA_TESTS}" --gtest_filter='CudaStreams.*' 2>&1 | grep -q "OK \]"; then
+  echo "== CUDA tests skipped; why:"
+  "${CUDA_TESTS}" --gtest_filter='CudaStreams.*' 2>&1 | grep -m1 "no CUDA device" || true
+fi
+
 echo "== example"
 "${BUILD_DIR}/examples/convt_example_forward"
 
