@@ -260,6 +260,18 @@ def test_raising_implementation_is_an_error_and_unsupported_is_reported():
     assert r.status == "UNSUPPORTED" and "no bf16 here" in r.message
 
 
+def test_a_cuda_error_that_leaves_the_device_usable_stops_only_its_case():
+    # A rejected launch (say) is reported for its case; the next cases still run.
+    def launch_fails_for_2d(dims, a, k, op):
+        if dims == 2:
+            raise RuntimeError("convt: CUDA error in a launch: invalid argument")
+        return op(*a, **k)
+
+    run = bench(Wrapped(launch_fails_for_2d)).run([SMALL, SMALL_1D], [FWD])
+    statuses = {r.case.id: r.status for r in run.results}
+    assert statuses == {"small": "ERROR", "small1d": "ok"}
+
+
 def test_run_restores_precision_flag():
     before = torch.backends.cudnn.allow_tf32
     bench(F).run([SMALL], [FWD])

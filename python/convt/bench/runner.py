@@ -782,10 +782,25 @@ class Bench:
             result.speedup = None
         return result
 
+    def _device_usable(self) -> bool:
+        """Whether the GPU still runs work (an error such as a rejected launch leaves it
+        usable; an illegal memory access does not)."""
+        if not self.is_cuda:
+            return True
+        import torch
+
+        try:
+            torch.cuda.synchronize(self.device)
+            torch.ones(1, device=self.device).add_(1).item()
+            return True
+        except RuntimeError:
+            return False
+
     def _classify(self, err: _SideError) -> _Stop:
         exc = err.exc
         text = _describe(exc)
-        if "CUDA error" in str(exc) or "illegal memory access" in str(exc):
+        cuda_error = "CUDA error" in str(exc) or "illegal memory access" in str(exc)
+        if cuda_error and not self._device_usable():
             self._broken = f"the GPU is unusable after an earlier error ({text})"
         if err.side == "impl":
             if isinstance(exc, NotImplementedError):
