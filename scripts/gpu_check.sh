@@ -5,6 +5,11 @@
 #
 #   bash scripts/gpu_check.sh                 # all steps
 #   bash scripts/gpu_check.sh build ctest     # chosen steps: build ctest sanitize python bench overhead
+#   bash scripts/gpu_check.sh build install bench-fwd ncu   # a forward-performance iteration
+#
+# Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
+# bf16 forward, 10 runs a side; CONVT_FORWARD_KERNEL picks a kernel), ncu (Nsight Compute
+# on one forward: NCU_CASE, default "kb57 --dtype bf16 --batch 2").
 #
 # GoogleTest: an installed GTest, or sources in .deps/googletest (a copy of
 # /usr/src/googletest from Debian's googletest package) for machines without one.
@@ -62,6 +67,20 @@ if has python; then
   step pip-install env CONVT_ENABLE_CUDA=ON python3 -m pip install --no-build-isolation --no-deps -v .
   step pytest python3 -m pytest -q -ra tests/python -p no:cacheprovider --junitxml="$OUT/pytest.xml"
   tail -n 3 "$OUT/pytest.log" | tee -a "$SUMMARY"
+fi
+if has install; then
+  step pip-install env CONVT_ENABLE_CUDA=ON python3 -m pip install --no-build-isolation --no-deps -v .
+fi
+if has bench-fwd; then
+  step bench-fwd python3 -m convt bench --dtype fp32,bf16 --math default --reps 10 --warmup 2 \
+    --json "$OUT/bench-fwd.json" -q
+  grep -E "geomean" "$OUT/bench-fwd.log" | tee -a "$SUMMARY"
+fi
+if has ncu; then
+  step ncu ncu --clock-control none --kernel-name regex:fprop --launch-skip 1 --launch-count 1 \
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    --section SchedulerStats --section WarpStateStats --section Occupancy --section LaunchStats \
+    python3 scripts/profile_case.py ${NCU_CASE:-kb57 --dtype bf16 --batch 2}
 fi
 if has bench; then
   step bench python3 -m convt bench --dtype fp32,bf16 --math default,strict \
