@@ -8,7 +8,8 @@
 //
 // convt never allocates device memory behind the caller's back. A call that needs
 // scratch memory says how much through workspace_size(); the caller passes at least
-// that many bytes (aligned to 256 bytes) in ExecOptions::workspace.
+// that many bytes, 16-byte aligned (as every cudaMalloc and PyTorch allocation is), in
+// ExecOptions::workspace.
 //
 // Every output is fully overwritten (never accumulated into). All functions throw
 // convt::Error on bad arguments and on CUDA failures; a CUDA error is never left pending.
