@@ -233,3 +233,25 @@ def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 def case_id(case: Case) -> str:
     return str(case)
+
+
+# ---------------------------------------------------------------------------------------
+# Worst errors seen by the sweeps, per mode (precision and reference) and direction,
+# printed at the end of the run (test_functional.py and test_cuda.py record them).
+# ---------------------------------------------------------------------------------------
+WORST_ERRORS: dict = {}
+
+
+def record_error(mode: str, what: str, error: float, budget: float) -> None:
+    """Remember the largest error of (mode, what) and its budget."""
+    key = (mode, what)
+    if key not in WORST_ERRORS or error > WORST_ERRORS[key][0]:
+        WORST_ERRORS[key] = (error, budget)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not WORST_ERRORS:
+        return
+    terminalreporter.section("worst errors of the sweeps: max|out - ref| / max|ref|")
+    for (mode, what), (error, budget) in sorted(WORST_ERRORS.items()):
+        terminalreporter.write_line(f"{mode:16s} {what:14s} {error:9.2e}  bound {budget:.1e}")

@@ -16,6 +16,7 @@ import torch
 
 import convt
 from conftest import (
+    record_error,
     CONVT_FUNCTIONAL,
     TORCH_FUNCTIONAL,
     case_id,
@@ -80,10 +81,14 @@ def test_cuda_sweep_within_budget(case, mode):
     if out.numel():
         assert out.stride() == ref.stride(), f"strides {out.stride()} != PyTorch's {ref.stride()}"
     oracle, oracle_grads = _oracle(case, x, w, b, grad)
-    assert rel_error(out, oracle) <= budget, f"forward {rel_error(out, oracle):.3g} > {budget}"
+    err = rel_error(out, oracle)
+    record_error(mode, "forward", err, budget)
+    assert err <= budget, f"forward {err:.3g} > {budget}"
     for name, g, o in zip(("input", "weight", "bias"), grads, oracle_grads):
         assert g.dtype == dtype and g.shape == o.shape
-        assert rel_error(g, o) <= budget, f"grad {name} {rel_error(g, o):.3g} > {budget}"
+        err = rel_error(g, o)
+        record_error(mode, f"grad_{name}", err, budget)
+        assert err <= budget, f"grad {name} {err:.3g} > {budget}"
 
 
 @requires_convt_cuda

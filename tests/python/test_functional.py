@@ -10,7 +10,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import CONVT_FUNCTIONAL, TORCH_FUNCTIONAL, case_id, make_cases, make_tensors, rel_error
+from conftest import (
+    CONVT_FUNCTIONAL,
+    TORCH_FUNCTIONAL,
+    case_id,
+    make_cases,
+    make_tensors,
+    record_error,
+    rel_error,
+)
 
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12}
 
@@ -29,7 +37,10 @@ def _check(case, dtype, seed=0):
     if out.numel() > 0:
         # The same memory format as PyTorch's result (channels_last in, channels_last out).
         assert out.stride() == ref.stride(), f"strides {out.stride()} != PyTorch's {ref.stride()}"
-    assert rel_error(out, ref) <= tol, f"forward error {rel_error(out, ref):.3g}"
+    mode = f"cpu {str(dtype).replace('torch.', '')} vs torch"
+    err = rel_error(out, ref)
+    record_error(mode, "forward", err, tol)
+    assert err <= tol, f"forward error {err:.3g}"
 
     grad = torch.rand(ref.shape, generator=torch.Generator().manual_seed(seed + 1), dtype=dtype) * 2 - 1
     inputs = [t for t in (x, w, b) if t is not None]
@@ -38,6 +49,7 @@ def _check(case, dtype, seed=0):
     for name, got, want in zip(("input", "weight", "bias"), out_grads, ref_grads):
         assert got.shape == want.shape, name
         err = rel_error(got, want)
+        record_error(mode, f"grad_{name}", err, tol)
         assert err <= tol, f"grad {name} error {err:.3g}"
 
 
