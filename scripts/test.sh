@@ -47,5 +47,6 @@ echo "== example"
 
 if [ "${CONVT_SKIP_PYTHON:-0}" != "1" ]; then
   echo "== Python tests (pytest)"
+  python3 -c "import pytest, numpy" 2>/dev/null || python3 -m pip install -q "pytest>=7" "numpy>=1.24"
   python3 -m pytest -q -ra tests/python
 fi
