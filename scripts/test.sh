@@ -45,6 +45,15 @@ fi
 echo "== example"
 "${BUILD_DIR}/examples/convt_example_forward"
 
+echo "== installed CMake package (find_package(convt))"
+PKG_DIR="$(cd "${BUILD_DIR}" && pwd)/package-test"
+rm -rf "${PKG_DIR}"
+cmake --install "${BUILD_DIR}" --prefix "${PKG_DIR}/prefix" >/dev/null
+cmake -S tests/cmake_package -B "${PKG_DIR}/build" -DCMAKE_PREFIX_PATH="${PKG_DIR}/prefix" \
+  -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "${PKG_DIR}/build" -j "${JOBS}" >/dev/null
+"${PKG_DIR}/build/convt_package_test"
+
 if [ "${CONVT_SKIP_PYTHON:-0}" != "1" ]; then
   echo "== Python tests (pytest)"
   python3 -c "import pytest, numpy" 2>/dev/null || python3 -m pip install -q "pytest>=7" "numpy>=1.24"
