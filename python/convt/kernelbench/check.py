@@ -13,7 +13,11 @@ For a problem file (``Model``, ``get_inputs``, ``get_init_inputs``) and a soluti
    may use TF32), 1e-4 with TF32 disabled (``torch.backends.cudnn.allow_tf32 =
    torch.backends.cuda.matmul.allow_tf32 = False``);
 4. check the gradients of both models (inputs and parameters, one seeded cotangent)
-   with the same tolerance, as max|diff| / max|ref| (``--no-backward`` skips this);
+   with the same tolerance, as max|diff| / max|ref| (``--no-backward`` skips this); a
+   gradient that misses the tolerance against Model's is judged against a float64 run of
+   Model instead, since Model's own float32 gradient can be off by more than the
+   tolerance (long reductions: cuDNN's strict-fp32 weight gradient of KernelBench 57 is
+   about 5e-4 from the exact one), and passes if it is within the tolerance of that;
 5. time both on the same inputs with CUDA events: interleaved, after warm-up, median of
    ``--reps`` runs, the L2 cache evicted before each timed call (as ``convt bench``
    does; ``--no-flush-l2`` keeps it), and report the speedup Model / ModelNew.
@@ -28,6 +32,7 @@ no TF32 there, and the timing is wall-clock).
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import gc
 import json
@@ -285,14 +290,19 @@ def _free(device: str) -> None:
 
 def _backward_check(problem: ProblemFile, ref, new, device: str, seed: int, tol: float) -> tuple[bool, dict, str | None]:
     """Gradients of both models (floating-point inputs and parameters) for one seeded
-    cotangent, compared as max|diff| / max|ref| against ``tol``."""
+    cotangent, compared as max|diff| / max|ref| against ``tol``.
+
+    A gradient off by more than ``tol`` from Model's is compared with the gradient of a
+    float64 copy of Model (the same inputs and cotangent, converted exactly): it passes
+    when within ``tol`` of that, the difference being Model's own float32 rounding. The
+    returned errors stay those against Model's gradient; the message tells both."""
     import torch
 
     base = _draw_inputs(problem, device, seed)
 
-    def grads(model):
-        inputs = [v.detach().clone().requires_grad_(True) if isinstance(v, torch.Tensor) and v.is_floating_point()
-                  else v for v in base]
+    def grads(model, dtype=None):
+        inputs = [v.detach().to(dtype=dtype or v.dtype, copy=True).requires_grad_(True)
+                  if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in base]
         leaves = [v for v in inputs if isinstance(v, torch.Tensor) and v.requires_grad]
         names = [f"input {i}" for i, v in enumerate(inputs) if isinstance(v, torch.Tensor) and v.requires_grad]
         params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -312,8 +322,9 @@ def _backward_check(problem: ProblemFile, ref, new, device: str, seed: int, tol:
         return True, {}, "Model's output does not require a gradient"
     if new_grads is None:
         return False, {}, "ModelNew's output does not require a gradient (no autograd)"
-    errors, ok, bad = {}, True, []
-    for name, r, n in zip(names, ref_grads, new_grads):
+    errors, ok, bad, notes = {}, True, [], []
+    above: list[tuple[int, str, float]] = []  # (index, label, error against Model's gradient)
+    for i, (name, r, n) in enumerate(zip(names, ref_grads, new_grads)):
         label = name.replace("grad of ", "") if name.startswith("grad of ") else name
         if r is None and n is None:
             continue
@@ -324,9 +335,36 @@ def _backward_check(problem: ProblemFile, ref, new, device: str, seed: int, tol:
         err = _rel_err(n, r)
         errors[label] = err
         if not err <= tol:
-            ok = False
-            bad.append(f"{label} {err:.1e}")
-    message = None if ok else "gradient error above the tolerance: " + ", ".join(bad)
+            above.append((i, label, err))
+    if above:
+        exact, why = None, None
+        try:
+            ref64 = copy.deepcopy(ref).to(torch.float64)
+            _, exact = grads(ref64, torch.float64)
+            del ref64
+        except Exception as e:  # no float64 kernels, out of memory, ...: Model's gradient stands
+            why = f"{type(e).__name__}: {e}".splitlines()[0]
+        for i, label, err in above:
+            e64 = exact[i] if exact is not None else None
+            if e64 is None or e64.shape != new_grads[i].shape:
+                ok = False
+                bad.append(f"{label} {err:.1e}" + (f" (no float64 reference: {why})" if why else ""))
+                continue
+            new_err, ref_err = _rel_err(new_grads[i], e64), _rel_err(ref_grads[i], e64)
+            detail = (f"{label} {err:.1e} from Model's gradient, {new_err:.1e} from float64 "
+                      f"(Model's own {ref_err:.1e})")
+            if new_err <= tol:
+                notes.append(detail)
+            else:
+                ok = False
+                bad.append(detail)
+        del exact
+    if not ok:
+        message = "gradient error above the tolerance: " + ", ".join(bad + notes)
+    elif notes:
+        message = "within the tolerance of a float64 reference: " + ", ".join(notes)
+    else:
+        message = None
     return ok, errors, message
 
 
