@@ -107,6 +107,16 @@ std::size_t workspace_size(Op op, const Problem& problem, Device device, const E
   return 0;
 }
 
+std::string describe_forward(const Problem& p, const TensorRef& input, const ExecOptions& opt) {
+  p.validate();
+  check_tensor("input", input, p.input_shape(), p.tensor_rank(), p, input.device);
+  std::string what = "CPU backend";
+  dispatch(
+      input.device, [] {},
+      [&] { what = cuda::describe_forward(p.canonical3d(), to_rank5(input, p.spatial_dims), opt); });
+  return what;
+}
+
 void forward(const Problem& p, const TensorRef& input, const TensorRef& weight, const TensorRef* bias,
              const TensorRef& output, const ExecOptions& opt) {
   p.validate();

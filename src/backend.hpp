@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "convt/api.hpp"
 
@@ -27,6 +28,7 @@ void grad_bias(const Problem& p, const TensorRef& dy, const TensorRef& db, const
 namespace cuda {
 bool available();
 std::size_t workspace_size(Op op, const Problem& p, const ExecOptions& opt);
+std::string describe_forward(const Problem& p, const TensorRef& x, const ExecOptions& opt);
 void forward(const Problem& p, const TensorRef& x, const TensorRef& w, const TensorRef* b,
              const TensorRef& y, const ExecOptions& opt);
 void grad_input(const Problem& p, const TensorRef& dy, const TensorRef& w, const TensorRef& dx,

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "convt/dtype.hpp"
 #include "convt/error.hpp"
@@ -41,6 +42,7 @@ enum class ForwardKernel : int8_t {
   kDirect = 1,            // the always-correct gather kernel
   kImplicitGemm = 2,      // tensor cores, one input gather per tap
   kImplicitGemmHalo = 3,  // tensor cores, input strips shared by the taps along W
+  kImplicitGemmTma = 4,   // tensor cores, input tiles by TMA (sm_90 and newer)
 };
 
 struct ExecOptions {
@@ -55,6 +57,11 @@ struct ExecOptions {
 // Scratch bytes the call (op, problem) on `device` needs; 0 when none.
 std::size_t workspace_size(Op op, const Problem& problem, Device device,
                            const ExecOptions& options = {});
+
+// The kernel forward() runs for this problem and input (its layout matters) with these
+// options, and why: the line CONVT_LOG=1 prints for the call. "CPU backend" for CPU tensors.
+std::string describe_forward(const Problem& problem, const TensorRef& input,
+                             const ExecOptions& options = {});
 
 // y = conv_transpose(x, w) + bias. `bias` may be nullptr (problem.has_bias must agree).
 void forward(const Problem& problem, const TensorRef& input, const TensorRef& weight,

@@ -145,18 +145,25 @@ std::size_t workspace_size(Op op, const Problem& p, const ExecOptions& opt) {
   return 0;
 }
 
+std::string describe_forward(const Problem& p, const TensorRef& x, const ExecOptions& opt) {
+  DeviceGuard guard(x.device);
+  const ImplicitGemmFpropPlan plan = plan_implicit_gemm_fprop(p, opt);
+  if (plan.usable) return describe_implicit_gemm_fprop(plan, p, x, x.device.index);
+  return "direct kernel (implicit GEMM " + plan.describe() + ")";
+}
+
 void forward(const Problem& p, const TensorRef& x, const TensorRef& w, const TensorRef* b,
              const TensorRef& y, const ExecOptions& opt) {
   DeviceGuard guard(y.device);
   const ImplicitGemmFpropPlan plan = plan_implicit_gemm_fprop(p, opt);
-  if (log_enabled())
-    log_line(detail::str_cat("forward ", p.to_string(), ": ",
-                             plan.usable ? plan.describe()
-                                         : "direct kernel (implicit GEMM " + plan.describe() + ")"));
   if (plan.usable) {
-    run_implicit_gemm_fprop(plan, p, x, w, b, y, opt);
+    const std::string what = run_implicit_gemm_fprop(plan, p, x, w, b, y, opt, log_enabled());
+    if (log_enabled()) log_line(detail::str_cat("forward ", p.to_string(), ": ", what));
     return;
   }
+  if (log_enabled())
+    log_line(detail::str_cat("forward ", p.to_string(), ": direct kernel (implicit GEMM ",
+                             plan.describe(), ")"));
   const DirectParams d = make_params(p, &x, &w, &y, b);
   const int64_t blocks = max_blocks(y.device);
   with_element_type(p.dtype, [&](auto tag) {

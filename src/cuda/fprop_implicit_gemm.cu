@@ -11,7 +11,9 @@
 
 #include "convt/cuda/implicit_gemm_fprop_halo_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_sm80.cuh"
+#include "convt/cuda/implicit_gemm_fprop_tma_sm90.cuh"
 #include "cuda_util.hpp"
+#include "log.hpp"
 
 namespace convt {
 namespace cuda {
@@ -179,6 +181,177 @@ void launch_bk(const ImplicitGemmFpropPlan& plan, const Problem& p, const Tensor
     launch_bk_index<T, 16>(plan, p, x, b, y, opt, device);
 }
 
+// ---------------------------------------------------------------------------------------
+// The TMA-fed kernel (convt/cuda/implicit_gemm_fprop_tma_sm90.cuh)
+// ---------------------------------------------------------------------------------------
+
+// cuTensorMapEncodeTiled, looked up in the driver through the runtime (so that convt does
+// not link libcuda itself). Null where the driver has none.
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                   const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                   const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiledFn encode_tiled_fn() {
+  static const EncodeTiledFn fn = []() -> EncodeTiledFn {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    const cudaError_t err =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q);
+#else
+    const cudaError_t err = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &q);
+#endif
+    if (err != cudaSuccess || q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  return fn;
+}
+
+// Whether `device` runs the TMA kernel: compute capability 9.0 or newer, and this build
+// holds code for it (the kernel body exists only for sm_90+). Cached per device.
+bool tma_supported(int device) {
+  static std::atomic<int> state[64] = {};  // 0 unknown, 1 yes, 2 no
+  std::atomic<int>* cached = device >= 0 && device < 64 ? &state[device] : nullptr;
+  int v = cached ? cached->load(std::memory_order_relaxed) : 0;
+  if (v == 0) {
+    int major = 0;
+    bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
+                  cudaSuccess &&
+              major >= 9;
+    cudaFuncAttributes attr{};
+    ok = ok && cudaFuncGetAttributes(&attr, tma::fprop_tma_kernel<float, 64, 32>) == cudaSuccess &&
+         attr.binaryVersion >= 90;
+    ok = ok && encode_tiled_fn() != nullptr;
+    (void)cudaGetLastError();
+    v = ok ? 1 : 2;
+    if (cached) cached->store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+// The tensor map of x for the TMA kernel: dims (W, H, D, channels of a group, batch x
+// groups), box (one segment row of 128 bytes, 1, 1, BK, 1), 128-byte swizzle, zeros out
+// of bounds. Returns false (and why) when x's layout does not suit one.
+bool make_x_tensor_map(CUtensorMap* map, const Problem& p, const TensorRef& x, int bk,
+                       std::string* why) {
+  auto no = [&](const char* reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  const int64_t e = dtype_size(p.dtype);
+  const int64_t cig = p.in_channels_per_group();
+  if (reinterpret_cast<uintptr_t>(x.data) % 16 != 0) return no("input not 16-byte aligned");
+  if (x.sizes[4] > 1 && x.strides[4] != 1) return no("input W not contiguous");
+  cuuint64_t dims[5] = {cuuint64_t(x.sizes[4]), cuuint64_t(x.sizes[3]), cuuint64_t(x.sizes[2]),
+                        cuuint64_t(cig), 0};
+  int64_t strides[4] = {x.strides[3], x.strides[2], x.strides[1], 0};
+  if (p.groups == 1) {
+    dims[4] = cuuint64_t(x.sizes[0]);
+    strides[3] = x.strides[0];
+  } else if (x.sizes[0] == 1 || x.strides[0] == p.groups * cig * x.strides[1]) {
+    dims[4] = cuuint64_t(x.sizes[0] * p.groups);
+    strides[3] = cig * x.strides[1];
+  } else {
+    return no("input batch stride does not join batch and groups");
+  }
+  // Dimensions of size one: any stride reads the same element; give them the extent of
+  // the dimensions inside, which keeps the strides ordered.
+  int64_t inner = int64_t(dims[0]) * e;
+  for (int d = 0; d < 4; ++d) {
+    int64_t bytes = strides[d] * e;
+    if (dims[d + 1] == 1) bytes = (inner + 15) / 16 * 16;
+    if (bytes <= 0 || bytes % 16 != 0 || bytes >= (int64_t(1) << 40))
+      return no("input strides not multiples of 16 bytes");
+    strides[d] = bytes;
+    inner = bytes * int64_t(dims[d + 1]);
+  }
+  for (int d = 0; d < 5; ++d)
+    if (dims[d] == 0 || dims[d] > (cuuint64_t(1) << 32)) return no("input dimension out of range");
+  const EncodeTiledFn encode = encode_tiled_fn();
+  if (encode == nullptr) return no("the driver has no cuTensorMapEncodeTiled");
+  const cuuint64_t gstrides[4] = {cuuint64_t(strides[0]), cuuint64_t(strides[1]),
+                                  cuuint64_t(strides[2]), cuuint64_t(strides[3])};
+  const cuuint32_t box[5] = {cuuint32_t(tma::kRowBytes / e), 1, 1, cuuint32_t(bk), 1};
+  const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
+  CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  if (p.dtype == DType::kFloat16) type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  if (p.dtype == DType::kBFloat16) type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUresult r = encode(map, type, 5, const_cast<void*>(x.data), dims, gstrides, box, estr,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return no("cuTensorMapEncodeTiled rejected the input layout");
+  return true;
+}
+
+template <typename T, int BN, int BK>
+void launch_tma(const Problem& p, const CUtensorMap& map, const TensorRef& w,
+                const TensorRef* b, const TensorRef& y, const ExecOptions& opt, int device) {
+  using namespace tma;
+  const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
+  TmaPackParams pk{};
+  pk.w = w.data;
+  pk.wp = opt.workspace;
+  for (int d = 0; d < 5; ++d) pk.w_str[d] = w.strides[d];
+  pk.cig = int(cig);
+  pk.cog = int(cog);
+  pk.groups = int(p.groups);
+  pk.ci_chunks = int((cig + BK - 1) / BK);
+  pk.co_tiles = int((cog + BN - 1) / BN);
+  for (int d = 0; d < 3; ++d) pk.k[d] = int(p.kernel_size[d]);
+  const int64_t packed = tma_packed_weight_elems(pk, BN, BK);
+  const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
+  pack_weight_tma_kernel<T, BN, BK><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
+  check_cuda(cudaGetLastError(), "pack_weight_tma_kernel launch");
+
+  TmaFpropParams fp{};
+  fp.wp = opt.workspace;
+  fp.bias = b ? b->data : nullptr;
+  fp.b_str = b ? b->strides[0] : 0;
+  fp.y = y.data;
+  for (int d = 0; d < 5; ++d) fp.y_str[d] = y.strides[d];
+  fp.N = int(p.batch);
+  fp.cig = pk.cig;
+  fp.cog = pk.cog;
+  fp.groups = pk.groups;
+  fp.ci_chunks = pk.ci_chunks;
+  fp.co_tiles = pk.co_tiles;
+  const Dims out = p.output_sizes();
+  int64_t phases = 1;
+  for (int d = 0; d < 3; ++d) {
+    fp.out[d] = int(out[d]);
+    fp.k[d] = int(p.kernel_size[d]);
+    fp.stride[d] = int(p.stride[d]);
+    fp.pad[d] = int(p.padding[d]);
+    fp.dil[d] = int(p.dilation[d]);
+    phases *= p.stride[d];
+  }
+  fp.num_phases = int(phases);
+  const Dims q = phase0_positions(p);
+  const int64_t segs = p.batch * q[0] * q[1] * ((q[2] + Seg<T>::kW - 1) / Seg<T>::kW);
+  const int64_t tiles = (segs + Seg<T>::kCount - 1) / Seg<T>::kCount;
+  const dim3 grid(static_cast<unsigned>(tiles * phases * fp.co_tiles),
+                  static_cast<unsigned>(p.groups));
+  const std::size_t smem = Smem<T, BN, BK>::kBytes;
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem(fprop_tma_kernel<T, BN, BK>, smem, device, smem_set);
+  fprop_tma_kernel<T, BN, BK><<<grid, kThreads, smem, opt.stream>>>(map, fp);
+  check_cuda(cudaGetLastError(), "implicit-GEMM (TMA) forward launch");
+}
+
+template <typename T>
+void launch_tma_tile(int bn, int bk, const Problem& p, const CUtensorMap& map,
+                     const TensorRef& w, const TensorRef* b, const TensorRef& y,
+                     const ExecOptions& opt, int device) {
+  if (bn == 32 && bk == 16) launch_tma<T, 32, 16>(p, map, w, b, y, opt, device);
+  else if (bn == 32) launch_tma<T, 32, 32>(p, map, w, b, y, opt, device);
+  else if (bk == 16) launch_tma<T, 64, 16>(p, map, w, b, y, opt, device);
+  else launch_tma<T, 64, 32>(p, map, w, b, y, opt, device);
+}
+
 }  // namespace
 
 std::string ImplicitGemmFpropPlan::describe() const {
@@ -204,6 +377,7 @@ ForwardKernel forward_kernel_from_env() {
     if (s == "direct") return ForwardKernel::kDirect;
     if (s == "implicit_gemm") return ForwardKernel::kImplicitGemm;
     if (s == "implicit_gemm_halo") return ForwardKernel::kImplicitGemmHalo;
+    if (s == "implicit_gemm_tma") return ForwardKernel::kImplicitGemmTma;
     return ForwardKernel::kAuto;
   }();
   return kernel;
@@ -248,6 +422,28 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
                          plan.cig_pad * plan.cog_pad;
   plan.workspace_bytes = static_cast<std::size_t>(packed) * dtype_size(p.dtype);
   plan.usable = true;
+
+  // The TMA-fed kernel: tile of 128 positions x BN channels x BK input channels. Its packed
+  // weight (channels padded to BK and BN <= 64) never exceeds the workspace above.
+  if (opt.forward_kernel == ForwardKernel::kAuto ||
+      opt.forward_kernel == ForwardKernel::kImplicitGemmTma) {
+    plan.tma_bn = cog > 32 ? 64 : 32;
+    plan.tma_bk = plan.block_k;
+    const int64_t co_tiles = (cog + plan.tma_bn - 1) / plan.tma_bn;
+    // Segments of 32 (float) or 64 (16-bit) positions along W, four or two per tile.
+    const int64_t seg_w = 128 / dtype_size(p.dtype);
+    const int64_t segs = p.batch * q[0] * q[1] * ((q[2] + seg_w - 1) / seg_w);
+    const int64_t tiles = (segs + 128 / seg_w - 1) / (128 / seg_w);
+    if (p.groups > 65535)
+      plan.tma_reason = "too many groups";
+    else if (tiles * phases * co_tiles > INT_MAX)
+      plan.tma_reason = "grid too large";
+    else
+      plan.tma = true;
+    if (opt.forward_kernel == ForwardKernel::kImplicitGemmTma) return plan;
+  } else {
+    plan.tma_reason = "another kernel requested";
+  }
 
   // The halo variant shares each gathered input strip among the W taps of a phase. Per
   // phase the W taps are k0, k0+step, ... with step = s / gcd(s, dilation); the widest
@@ -297,20 +493,77 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
   return plan;
 }
 
-void run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Problem& p,
-                             const TensorRef& x, const TensorRef& w, const TensorRef* b,
-                             const TensorRef& y, const ExecOptions& opt) {
+namespace {
+
+// Whether the TMA kernel runs (plan, problem, input) on `device`; fills `map` when it does
+// and `why` when it does not.
+bool choose_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
+                int device, CUtensorMap* map, std::string* why) {
+  if (!plan.tma) {
+    *why = plan.tma_reason;
+    return false;
+  }
+  if (!tma_supported(device)) {
+    *why = "device or build without sm_90 TMA";
+    return false;
+  }
+  return make_x_tensor_map(map, p, x, plan.tma_bk, why);
+}
+
+std::string describe_tma(const ImplicitGemmFpropPlan& plan) {
+  return detail::str_cat("implicit-GEMM TMA + mma.sync, tile 128 positions x ", plan.tma_bn,
+                         " channels x ", plan.tma_bk, ", workspace ", plan.workspace_bytes, " B");
+}
+
+std::string describe_fallback(const ImplicitGemmFpropPlan& plan, const std::string& why) {
+  return detail::str_cat(plan.describe(), " (TMA kernel not used: ", why, ")");
+}
+
+}  // namespace
+
+std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                                         const TensorRef& x, int device) {
+  if (!plan.usable) return plan.describe();
+  alignas(64) CUtensorMap map;
+  std::string why;
+  if (choose_tma(plan, p, x, device, &map, &why)) return describe_tma(plan);
+  return describe_fallback(plan, why);
+}
+
+std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                                    const TensorRef& x, const TensorRef& w, const TensorRef* b,
+                                    const TensorRef& y, const ExecOptions& opt, bool describe) {
   CONVT_CHECK(opt.workspace != nullptr && opt.workspace_bytes >= plan.workspace_bytes,
               "convt: forward of ", p.to_string(), " needs ", plan.workspace_bytes,
               " bytes of workspace (see convt::workspace_size), but got ", opt.workspace_bytes);
   CONVT_CHECK(reinterpret_cast<uintptr_t>(opt.workspace) % 16 == 0,
               "convt: the workspace must be 16-byte aligned");
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  alignas(64) CUtensorMap map;
+  std::string why;
+  if (choose_tma(plan, p, x, device, &map, &why)) {
+    switch (p.dtype) {
+      case DType::kFloat32:
+        launch_tma_tile<float>(plan.tma_bn, plan.tma_bk, p, map, w, b, y, opt, device);
+        break;
+      case DType::kFloat16:
+        launch_tma_tile<__half>(plan.tma_bn, plan.tma_bk, p, map, w, b, y, opt, device);
+        break;
+      case DType::kBFloat16:
+        launch_tma_tile<__nv_bfloat16>(plan.tma_bn, plan.tma_bk, p, map, w, b, y, opt, device);
+        break;
+      default: throw Error("convt: implicit-GEMM forward called for an unsupported dtype");
+    }
+    return describe ? describe_tma(plan) : std::string();
+  }
   switch (p.dtype) {
     case DType::kFloat32: launch_bk<float>(plan, p, x, w, b, y, opt); break;
     case DType::kFloat16: launch_bk<__half>(plan, p, x, w, b, y, opt); break;
     case DType::kBFloat16: launch_bk<__nv_bfloat16>(plan, p, x, w, b, y, opt); break;
     default: throw Error("convt: implicit-GEMM forward called for an unsupported dtype");
   }
+  return describe ? describe_fallback(plan, why) : std::string();
 }
 
 }  // namespace cuda

@@ -21,16 +21,29 @@ struct ImplicitGemmFpropPlan {
   // kHalo: tile of `rows` x `wt` positions, W taps of the widest phase, strip rows.
   int wt = 0, rows = 0, tw_max = 0, strip_rows = 0;
   std::size_t smem_bytes = 0;
+  // The TMA-fed kernel (sm_90+), used when the tensors allow it (see
+  // run_implicit_gemm_fprop): allowed by the options and the device, and its tile.
+  bool tma = false;
+  std::string tma_reason;  // why not, when !tma
+  int tma_bn = 0, tma_bk = 0;
   std::string describe() const;
 };
 
 // Whether (and how) the implicit-GEMM kernel runs this canonical problem.
 ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptions& opt);
 
-// Packs the weight into the workspace and runs the kernel (plan.usable must be true).
-void run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Problem& p,
-                             const TensorRef& x, const TensorRef& w, const TensorRef* b,
-                             const TensorRef& y, const ExecOptions& opt);
+// What run_implicit_gemm_fprop runs for (plan, problem, input) on `device`, as one line
+// (host-side only: nothing is launched).
+std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                                         const TensorRef& x, int device);
+
+// Packs the weight into the workspace and runs the kernel (plan.usable must be true): the
+// TMA-fed kernel where plan.tma holds and the input's layout suits a tensor map, else the
+// plan's mma.sync kernel. Returns a description of what ran when `describe` is set.
+std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                                    const TensorRef& x, const TensorRef& w, const TensorRef* b,
+                                    const TensorRef& y, const ExecOptions& opt,
+                                    bool describe = false);
 
 }  // namespace cuda
 }  // namespace convt

@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -375,7 +377,7 @@ TEST_P(CudaFastPath, MatchesFloat64Oracle) {
   SCOPED_TRACE(c.name());
   // Each tensor-core forward kernel (where it can express the case), then the dispatcher's.
   for (ForwardKernel kernel : {ForwardKernel::kImplicitGemm, ForwardKernel::kImplicitGemmHalo,
-                               ForwardKernel::kAuto}) {
+                               ForwardKernel::kImplicitGemmTma, ForwardKernel::kAuto}) {
     SCOPED_TRACE("forward kernel " + std::to_string(int(kernel)));
     for (const Precision& precision : kPrecisions) {
       if (precision.dtype == DType::kFloat64) continue;
@@ -406,8 +408,171 @@ TEST(CudaFastPathOrder, EveryTileSizeInOneProcess) {
                                    {1, 1, 0}, {0, 1, 0}, {1, 1, 1}, true);
     SCOPED_TRACE(p.to_string());
     for (const Precision& precision : {tf32, kPrecisions[3], kPrecisions[4]})
-      for (ForwardKernel kernel : {ForwardKernel::kImplicitGemm, ForwardKernel::kImplicitGemmHalo})
+      for (ForwardKernel kernel : {ForwardKernel::kImplicitGemm, ForwardKernel::kImplicitGemmHalo,
+                                   ForwardKernel::kImplicitGemmTma})
         check_all_directions(p, Layout::kContiguous, precision, ++seed, nullptr, false, kernel);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The TMA-fed forward (sm_90 and newer): input W a multiple of 8 elements, so that every
+// dtype's rows are multiples of 16 bytes. Segments of 32 (float) / 64 (16-bit) positions
+// along W: output rows just below, at and above a segment, many short rows per tile
+// (segments crossing rows, images and the batch), every phase of strides 2-5 along W and
+// H, channel counts off the 16/32 K step and the 32/64 channel tile, groups, dilation,
+// padding, output_padding, 1-D/2-D/3-D, bias. Each case asserts that the TMA kernel ran.
+// ---------------------------------------------------------------------------------------
+
+std::string tma_unavailable_reason() {
+  if (!cuda_unavailable_reason().empty()) return "no CUDA device: " + cuda_unavailable_reason();
+  int major = 0;
+  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0),
+             "cudaDeviceGetAttribute");
+  if (major < 9) return "the TMA kernel needs compute capability 9.0 or newer";
+  return std::string();
+}
+
+std::vector<Case> tma_cases() {
+  std::vector<Case> v;
+  auto add = [&](Problem p, Layout layout = Layout::kContiguous) { v.push_back({p, layout}); };
+  // 1-D: output lengths around the 32/64-position segments and the 128-position tile.
+  for (int64_t l : {int64_t(8), int64_t(24), int64_t(32), int64_t(56), int64_t(64),
+                    int64_t(120), int64_t(128)})
+    for (int64_t k : {int64_t(1), int64_t(3)})
+      add(make_problem(1, 2, 24, 40, 1, {l, 1, 1}, {k, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                       {1, 1, 1}, k == 3));
+  // Every phase of strides 2..5 along H and W, kernels that leave phases without taps.
+  for (int64_t s = 2; s <= 5; ++s)
+    for (int64_t k : {int64_t(1), s + 1, int64_t(7)})
+      add(make_problem(2, 2, 16, 48, 1, {5, 16, 1}, {k, k, 1}, {s, s, 1}, {k / 2, 1, 0},
+                       {s - 1, 0, 0}, {1, 1, 1}, k != 1));
+  // Channel counts off the K step (16/32) and the channel tile (32/64), with groups.
+  const int64_t cigs[] = {8, 12, 16, 24, 40, 64};
+  const int64_t cogs[] = {8, 32, 33, 64, 65, 100};
+  for (int i = 0; i < 6; ++i)
+    add(make_problem(2, 3, 2 * cigs[i], 2 * cogs[(i + 2) % 6], 2, {6, 40, 1}, {3, 3, 1},
+                     {1, 2, 1}, {1, 1, 0}, {0, 1, 0}, {1, 2, 1}, i % 2 == 0));
+  // Dilation, padding, asymmetric kernels, 3-D.
+  add(make_problem(2, 2, 32, 64, 1, {9, 48, 1}, {3, 5, 1}, {1, 1, 1}, {2, 4, 0}, {0, 0, 0},
+                   {2, 3, 1}, true));
+  add(make_problem(2, 1, 16, 16, 1, {4, 8, 1}, {2, 3, 1}, {1, 1, 1}, {1, 3, 0}, {0, 0, 0},
+                   {1, 2, 1}, false));
+  add(make_problem(3, 2, 32, 32, 4, {6, 7, 16}, {3, 5, 7}, {2, 2, 2}, {1, 2, 3}, {1, 1, 1},
+                   {1, 1, 1}, false));
+  add(make_problem(3, 1, 48, 24, 1, {5, 6, 32}, {3, 3, 3}, {2, 1, 3}, {1, 0, 2}, {0, 0, 1},
+                   {2, 1, 1}, true));
+  // Many short rows per tile: segments cross rows, depth planes and images.
+  add(make_problem(3, 3, 16, 16, 1, {3, 5, 8}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // Row-padded input (W contiguous, padded H/C/N strides), also with groups: the batch
+  // stride then does not join batch and groups, and the kernel must decline.
+  add(make_problem(2, 2, 16, 32, 1, {7, 24, 1}, {3, 3, 1}, {2, 1, 1}, {1, 1, 0}, {1, 0, 0},
+                   {1, 1, 1}, true),
+      Layout::kRowPadded);
+  return v;
+}
+
+const std::vector<Case>& tma_case_list() {
+  static const std::vector<Case> all = tma_cases();
+  return all;
+}
+
+class CudaTmaPath : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaTmaPath, MatchesFloat64Oracle) {
+  const std::string reason = tma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const Case& c = tma_case_list()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(c.name());
+  for (const Precision& precision : kPrecisions) {
+    if (precision.dtype == DType::kFloat64 ||
+        (precision.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32))
+      continue;
+    Problem p = c.problem;
+    p.dtype = precision.dtype;
+    ExecOptions opt;
+    opt.math = precision.math;
+    opt.forward_kernel = ForwardKernel::kImplicitGemmTma;
+    HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, c.layout);
+    DeviceTensor gx(x, nullptr);
+    const std::string what = convt::describe_forward(p, gx.ref, opt);
+    EXPECT_NE(what.find("TMA + mma.sync"), std::string::npos) << precision.name << ": " << what;
+    check_all_directions(c.problem, c.layout, precision, 7919u * uint64_t(GetParam()) + 11,
+                         nullptr, false, ForwardKernel::kImplicitGemmTma);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaPath,
+                         ::testing::Range(0, static_cast<int>(tma_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           char name[32];
+                           std::snprintf(name, sizeof(name), "case_%03d", info.param);
+                           return std::string(name);
+                         });
+
+// Layouts a tensor map cannot describe run the mma.sync kernels instead, and say so.
+TEST(CudaTmaPath, DeclinesLayoutsATensorMapCannotDescribe) {
+  const std::string reason = tma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  struct Decline {
+    Problem p;
+    Layout layout;
+    const char* why;
+  };
+  const Decline declines[] = {
+      {make_problem(2, 2, 16, 16, 1, {4, 16, 1}, {3, 3, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                    {1, 1, 1}, false),
+       Layout::kChannelsLast, "input W not contiguous"},
+      {make_problem(2, 2, 16, 16, 1, {4, 10, 1}, {3, 3, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                    {1, 1, 1}, false),
+       Layout::kContiguous, "input strides not multiples of 16 bytes"},
+      {make_problem(2, 2, 32, 32, 2, {4, 16, 1}, {3, 3, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                    {1, 1, 1}, false),
+       Layout::kRowPadded, "input batch stride does not join batch and groups"},
+  };
+  uint64_t seed = 5;
+  for (const Decline& d : declines) {
+    Problem p = d.p;
+    p.dtype = DType::kBFloat16;
+    SCOPED_TRACE(p.to_string());
+    HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, d.layout);
+    DeviceTensor gx(x, nullptr);
+    const std::string what = convt::describe_forward(p, gx.ref, ExecOptions{});
+    EXPECT_NE(what.find(d.why), std::string::npos) << what;
+    check_all_directions(d.p, d.layout, kPrecisions[4], ++seed);
+  }
+}
+
+// A group's output must not depend on another group's input, even where the channel block
+// runs past the group's channels: an infinite input in group 1 leaves group 0 finite.
+TEST(CudaTmaPath, GroupsReadOnlyTheirOwnChannels) {
+  const std::string reason = tma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    Problem p = make_problem(2, 2, 24, 16, 2, {4, 16, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0},
+                             {0, 0, 0}, {1, 1, 1}, false);
+    p.dtype = dt;
+    std::mt19937_64 rng(99);
+    CaseTensors t(p, Layout::kContiguous, dt, rng);
+    const int64_t plane = p.input_size[0] * p.input_size[1];
+    for (int64_t n = 0; n < p.batch; ++n)
+      for (int64_t c = 12; c < 24; ++c)
+        for (int64_t i = 0; i < plane; ++i)
+          t.x.set((n * 24 + c) * plane + i, std::numeric_limits<double>::infinity());
+    const DeviceTensor gx(t.x, nullptr), gw(t.w, nullptr), gy(t.y, nullptr);
+    ExecOptions opt;
+    opt.forward_kernel = ForwardKernel::kImplicitGemmTma;
+    Workspace ws(Op::kForward, p, opt);
+    EXPECT_NE(convt::describe_forward(p, gx.ref, opt).find("TMA"), std::string::npos);
+    convt::forward(p, gx.ref, gw.ref, nullptr, gy.ref, opt);
+    gy.download(t.y, nullptr);
+    const int64_t out_plane = p.output_size(0) * p.output_size(1);
+    for (int64_t n = 0; n < p.batch; ++n)
+      for (int64_t c = 0; c < 8; ++c)
+        for (int64_t i = 0; i < out_plane; ++i)
+          ASSERT_TRUE(std::isfinite(t.y.get((n * 16 + c) * out_plane + i)))
+              << dtype_name(dt) << " n " << n << " c " << c << " i " << i;
   }
 }
 

@@ -20,7 +20,9 @@ namespace test {
 
 using Shape = std::array<int64_t, kMaxTensorRank>;
 
-enum class Layout { kContiguous, kChannelsLast, kGapped, kPermuted };
+// kRowPadded: row-major with 8 unused elements after every row, plane and image, as in a
+// view of a larger buffer (W stays contiguous).
+enum class Layout { kContiguous, kChannelsLast, kGapped, kPermuted, kRowPadded };
 
 inline const char* layout_name(Layout l) {
   switch (l) {
@@ -28,6 +30,7 @@ inline const char* layout_name(Layout l) {
     case Layout::kChannelsLast: return "chlast";
     case Layout::kGapped: return "gapped";
     case Layout::kPermuted: return "permuted";
+    case Layout::kRowPadded: return "rowpad";
   }
   return "?";
 }
@@ -59,6 +62,8 @@ inline StridedLayout make_layout(const Shape& shape, int r, Layout layout) {
   } else if (layout == Layout::kGapped) {
     inner = 2;  // every element one apart, and a gap of 3 between rows
     gap = 3;
+  } else if (layout == Layout::kRowPadded) {
+    gap = 8;
   }
   StridedLayout out;
   int64_t acc = inner;

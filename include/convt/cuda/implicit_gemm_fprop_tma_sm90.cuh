@@ -1,0 +1,502 @@
+// convt/cuda/implicit_gemm_fprop_tma_sm90.cuh — the implicit-GEMM forward fed by the
+// Tensor Memory Accelerator (TMA), for Hopper (sm_90) and newer.
+//
+// Same phase decomposition as implicit_gemm_fprop_sm80.cuh: per spatial dimension with
+// stride s, output positions o = q*s + r split into s phases r; within a phase, tap j of
+// the phase reads input position q + off0 - j*doff. The GEMM is oriented the other way:
+//
+//   C[p, co] = sum_{kk} A[p, kk] * B[kk, co]
+//     p   output position of the phase                                       (GEMM M)
+//     co  output channel of the group                                        (GEMM N)
+//     kk  (tap of the phase, input channel of the group)                     (GEMM K)
+//     A   the input, read by TMA straight from x (NC[D]HW, W contiguous)
+//     B   the weight, repacked once per call into fragment order (see below)
+//
+// Why this works without any gather: for a fixed tap and block of input channels, the
+// inputs of kSegW consecutive positions q_w of one output row of a phase are kSegW
+// consecutive input columns. So the block's 128 positions are split into segments of
+// kSegW = 128 bytes / sizeof(T) positions (32 for float, 64 for 16-bit types) along W, and
+// each (segment, K step) is one TMA box of x: [BK channels][1][1][kSegW columns]. The
+// tensor map's bounds checks do the padding and the borders (out-of-range elements read
+// as zero), and the channel dimension of the map stops at the group's channel count, so
+// a partial channel block reads zeros, never the next group. Each box row (one channel,
+// kSegW positions) is exactly 128 bytes and arrives with the 128-byte swizzle, which makes
+// the fragment loads below free of bank conflicts.
+//
+// Warp roles. One producer warp (one elected thread) walks the K steps (tap, channel
+// block), waits for a free stage, and issues the boxes of the block's segments plus one
+// bulk copy of the packed weight tile, all completing on the stage's "full" mbarrier.
+// Four consumer warps each own 32 positions (rows of A) and all BN channels; they wait on
+// "full", run mma.sync (TF32 m16n8k8, FP16/BF16 m16n8k16, float accumulation), and
+// release the stage on its "empty" mbarrier. kStages stages are in flight.
+//
+// Fragments.
+//  - A (input), TF32: element (c, w) of a segment lives at byte
+//    c*128 + (((w/4) ^ (c%8)) * 16) + (w%4)*4. The MMA's k index t (0..3) maps to channel
+//    2t and t+4 to channel 2t+1 of the 8-channel step (B is packed with the same order), so
+//    that the four k columns a warp reads fall on distinct 16-byte chunks: no conflicts.
+//    Values are rounded to TF32 (cvt.rna) after the load.
+//  - A, FP16/BF16: ldmatrix.x4.trans on 8x8 blocks (8 channels x 8 positions), 16-byte
+//    chunk index (w/8) ^ (c%8).
+//  - B: for each MMA K step and pair of n8 columns, the 32 lanes' fragments are stored
+//    consecutively, 16 bytes per lane (b[n][0], b[n][1], b[n+8][0], b[n+8][1]), so one
+//    128-bit load per lane fetches four B registers, conflict-free.
+//
+// Epilogue. Accumulators (float) get the bias, are converted and stored to
+// y[n, g*Cog + co, ...] at the output strides (o_w = q_w*s_w + r_w).
+//
+// Grid: x = ((position tile * phases) + phase) * co_tiles + co tile, y = group.
+//
+// The header needs only the CUDA headers (cuda.h for the tensor-map type), so that a
+// single-file build can inline it.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "convt/cuda/implicit_gemm_fprop_sm80.cuh"
+
+namespace convt {
+namespace cuda {
+namespace tma {
+
+using igemm::Elem;
+using igemm::Mma;
+using igemm::PhaseTaps;
+using igemm::phase_taps;
+using igemm::to_tf32;
+
+constexpr int kConsumerWarps = 4;
+constexpr int kThreads = (kConsumerWarps + 1) * 32;
+constexpr int kBlockM = 128;   // output positions per block (32 per consumer warp)
+constexpr int kRowBytes = 128; // one channel row of a segment: the 128-byte swizzle span
+constexpr int kMaxStages = 8;
+
+template <typename T>
+struct Seg {
+  static constexpr int kW = kRowBytes / int(sizeof(T));  // positions per segment
+  static constexpr int kCount = kBlockM / kW;            // segments per block
+};
+
+template <typename T, int BN, int BK>
+struct Smem {
+  static constexpr int kSegBytes = BK * kRowBytes;           // one segment's box
+  static constexpr int kABytes = Seg<T>::kCount * kSegBytes;  // A of one stage
+  static constexpr int kBBytes = BN * BK * int(sizeof(T));   // B of one stage
+  static constexpr int kStageBytes = kABytes + kBBytes;       // a multiple of 1024
+  // About 96 KB of stages: two blocks per multiprocessor.
+  static constexpr int kStages =
+      (96 * 1024) / kStageBytes > kMaxStages ? kMaxStages : (96 * 1024) / kStageBytes;
+  static constexpr size_t kBytes = size_t(kStages) * kStageBytes + 1024;  // + alignment
+  static_assert(kStageBytes % 1024 == 0, "stages must keep 1024-byte alignment");
+  static_assert(kStages >= 2, "at least two stages");
+};
+
+struct TmaFpropParams {
+  const void* wp;    // packed weight (see pack_weight_tma_kernel)
+  const void* bias;  // (C_out,) with stride b_str, or nullptr
+  void* y;           // output (N, C_out, OD, OH, OW), strides y_str
+  int64_t b_str;
+  int64_t y_str[5];
+  int N, cig, cog, groups;
+  int ci_chunks;  // cig_pad / BK
+  int co_tiles;   // cog_pad / BN
+  int num_phases;
+  int out[3], k[3], stride[3], pad[3], dil[3];
+};
+
+struct TmaPackParams {
+  const void* w;  // (C_in, Cog, KD, KH, KW), strides w_str
+  void* wp;
+  int64_t w_str[5];
+  int cig, cog, groups;
+  int ci_chunks, co_tiles;
+  int k[3];
+};
+
+// ---------------------------------------------------------------------------------------
+// Weight packing: Wp[g][kd][kh][kw][ci chunk][co tile][BN x BK tile in fragment order]
+// ---------------------------------------------------------------------------------------
+__host__ __device__ inline int64_t tma_packed_weight_elems(const TmaPackParams& p, int bn,
+                                                           int bk) {
+  return int64_t(p.groups) * p.k[0] * p.k[1] * p.k[2] * p.ci_chunks * p.co_tiles * bn * bk;
+}
+
+template <typename T, int BN, int BK>
+__global__ void pack_weight_tma_kernel(TmaPackParams p) {
+  constexpr int kTile = BN * BK;
+  constexpr int kNPairs = BN / 16;
+  const int64_t total = tma_packed_weight_elems(p, BN, BK);
+  const T* w = static_cast<const T*>(p.w);
+  T* wp = static_cast<T*>(p.wp);
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    int i = int(idx % kTile);
+    int64_t r = idx / kTile;
+    const int cot = int(r % p.co_tiles); r /= p.co_tiles;
+    const int cic = int(r % p.ci_chunks); r /= p.ci_chunks;
+    const int kw = int(r % p.k[2]); r /= p.k[2];
+    const int kh = int(r % p.k[1]); r /= p.k[1];
+    const int kd = int(r % p.k[0]); r /= p.k[0];
+    const int g = int(r);
+    int c, n;  // channel within the chunk, column within the tile
+    if constexpr (sizeof(T) == 4) {
+      const int j = i % 4, lane = (i / 4) % 32, rest = i / 128;
+      const int np = rest % kNPairs, ks = rest / kNPairs;
+      n = np * 16 + lane / 4 + (j / 2) * 8;
+      c = ks * 8 + 2 * (lane % 4) + (j % 2);
+    } else {
+      const int e = i % 2, j = (i / 2) % 4, lane = (i / 8) % 32, rest = i / 256;
+      const int np = rest % kNPairs, ks = rest / kNPairs;
+      n = np * 16 + lane / 4 + (j / 2) * 8;
+      c = ks * 16 + 2 * (lane % 4) + e + (j % 2) * 8;
+    }
+    const int ci = cic * BK + c, co = cot * BN + n;
+    float v = 0.f;
+    if (ci < p.cig && co < p.cog) {
+      const int64_t off = (int64_t(g) * p.cig + ci) * p.w_str[0] + co * p.w_str[1] +
+                          kd * p.w_str[2] + kh * p.w_str[3] + kw * p.w_str[4];
+      v = Elem<T>::to_float(w[off]);
+    }
+    if constexpr (sizeof(T) == 4) {
+      wp[idx] = __uint_as_float(to_tf32(v));
+    } else {
+      wp[idx] = Elem<T>::from_float(v);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// PTX wrappers (sm_90)
+// ---------------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+               "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
+// Waits until the phase of `bar` with the given parity has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  while (!mbar_try_wait(bar, parity)) {
+  }
+}
+
+// One 5-D box of the tensor map into shared memory, completing on `bar`.
+__device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap* map, uint32_t bar,
+                                            int c0, int c1, int c2, int c3, int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+      "[%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4),
+      "r"(bar)
+      : "memory");
+}
+
+// A contiguous global -> shared copy of `bytes` (a multiple of 16), completing on `bar`.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,
+                                          uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+      "[%3];\n" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
+}
+
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// ---------------------------------------------------------------------------------------
+// The kernel
+// ---------------------------------------------------------------------------------------
+template <typename T, int BN, int BK>
+__global__ void __launch_bounds__(kThreads)
+    fprop_tma_kernel(const __grid_constant__ CUtensorMap xmap, const TmaFpropParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using L = Smem<T, BN, BK>;
+  constexpr int kSegW = Seg<T>::kW;
+  constexpr int kSegs = Seg<T>::kCount;
+  constexpr int kStages = L::kStages;
+  constexpr int kMmaK = Mma<T>::kK;
+  constexpr int kNi = BN / 8;  // n8 columns per warp
+  static_assert(BN % 16 == 0 && BK % kMmaK == 0, "tile shape");
+
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full_bar[kStages];
+  __shared__ __align__(8) uint64_t empty_bar[kStages];
+  __shared__ int64_t s_ybase[kSegs];  // output offset of the segment's first position
+  __shared__ int s_valid[kSegs];      // positions of the segment that exist (0: none)
+  __shared__ int s_coord[kSegs][3];   // TMA coordinates (w, h, d) of tap 0, channel 0
+  __shared__ int s_ng[kSegs];         // TMA coordinate n * groups + g
+
+  // ---- which tile, phase, group and channel tile ----
+  int64_t bx = blockIdx.x;
+  const int cot = int(bx % p.co_tiles);
+  bx /= p.co_tiles;
+  const int phase = int(bx % p.num_phases);
+  const int64_t tile = bx / p.num_phases;
+  const int g = blockIdx.y;
+  int r[3];
+  {
+    int ph = phase;
+    r[2] = ph % p.stride[2]; ph /= p.stride[2];
+    r[1] = ph % p.stride[1]; ph /= p.stride[1];
+    r[0] = ph;
+  }
+  int Q[3];
+  PhaseTaps taps[3];
+#pragma unroll
+  for (int d = 0; d < 3; ++d) {
+    const int s = p.stride[d];
+    Q[d] = r[d] < p.out[d] ? (p.out[d] - r[d] + s - 1) / s : 0;
+    taps[d] = phase_taps(r[d], s, p.pad[d], p.dil[d], p.k[d]);
+  }
+  const int wchunks = (Q[2] + kSegW - 1) / kSegW;
+  const int64_t segs_total = int64_t(p.N) * Q[0] * Q[1] * wchunks;
+  const int64_t seg0 = tile * kSegs;
+  if (seg0 >= segs_total) return;  // uniform over the block
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32;
+
+  if (tid < kSegs) {
+    const int64_t sg = seg0 + tid;
+    if (sg < segs_total) {
+      int64_t t = sg;
+      const int wc = int(t % wchunks); t /= wchunks;
+      const int qh = int(t % Q[1]); t /= Q[1];
+      const int qd = int(t % Q[0]); t /= Q[0];
+      const int n = int(t);
+      const int qw0 = wc * kSegW;
+      s_valid[tid] = min(kSegW, Q[2] - qw0);
+      s_ybase[tid] = n * p.y_str[0] + int64_t(qd * p.stride[0] + r[0]) * p.y_str[2] +
+                     int64_t(qh * p.stride[1] + r[1]) * p.y_str[3] +
+                     int64_t(qw0 * p.stride[2] + r[2]) * p.y_str[4];
+      s_coord[tid][0] = qw0 + taps[2].off0;
+      s_coord[tid][1] = qh + taps[1].off0;
+      s_coord[tid][2] = qd + taps[0].off0;
+      s_ng[tid] = n * p.groups + g;
+    } else {
+      s_valid[tid] = 0;
+      s_ybase[tid] = 0;
+    }
+  }
+  // Stage buffers, aligned to 1024 bytes (the 128-byte swizzle repeats every 1024).
+  const uint32_t smem_base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(smem_addr(&full_bar[s]), 1);
+      mbar_init(smem_addr(&empty_bar[s]), kConsumerWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  const int num_taps = taps[0].count * taps[1].count * taps[2].count;
+  const int num_chunks = num_taps * p.ci_chunks;
+
+  if (warp == kConsumerWarps) {
+    // ---------------- producer ----------------
+    if (lane == 0 && num_chunks > 0) {
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&xmap))
+                   : "memory");
+      int nseg = 0;
+#pragma unroll
+      for (int s = 0; s < kSegs; ++s) nseg += s_valid[s] > 0 ? 1 : 0;
+      const uint32_t bytes = uint32_t(nseg * L::kSegBytes + L::kBBytes);
+      const T* wbase = static_cast<const T*>(p.wp);
+      int jd = 0, jh = 0, jw = 0, cic = 0;
+      int stage = 0;
+      uint32_t parity = 0;
+      for (int kc = 0; kc < num_chunks; ++kc) {
+        const uint32_t full = smem_addr(&full_bar[stage]);
+        if (kc >= kStages) mbar_wait(smem_addr(&empty_bar[stage]), parity ^ 1u);
+        mbar_arrive_expect_tx(full, bytes);
+        const uint32_t a_dst = smem_base + uint32_t(stage) * L::kStageBytes;
+        const int dw = jw * taps[2].doff, dh = jh * taps[1].doff, dd = jd * taps[0].doff;
+#pragma unroll
+        for (int s = 0; s < kSegs; ++s) {
+          if (s_valid[s] > 0)
+            tma_load_5d(a_dst + s * L::kSegBytes, &xmap, full, s_coord[s][0] - dw,
+                        s_coord[s][1] - dh, s_coord[s][2] - dd, cic * BK, s_ng[s]);
+        }
+        const int kd = taps[0].k0 + jd * taps[0].step;
+        const int kh = taps[1].k0 + jh * taps[1].step;
+        const int kw = taps[2].k0 + jw * taps[2].step;
+        const int64_t tile_idx =
+            ((((int64_t(g) * p.k[0] + kd) * p.k[1] + kh) * p.k[2] + kw) * p.ci_chunks + cic) *
+                p.co_tiles +
+            cot;
+        bulk_load(a_dst + L::kABytes, wbase + tile_idx * (BN * BK), uint32_t(L::kBBytes),
+                  full);
+        // next K step: channel chunk fastest, then W, H, D taps
+        if (++cic == p.ci_chunks) {
+          cic = 0;
+          if (++jw == taps[2].count) {
+            jw = 0;
+            if (++jh == taps[1].count) {
+              jh = 0;
+              ++jd;
+            }
+          }
+        }
+        if (++stage == kStages) {
+          stage = 0;
+          parity ^= 1u;
+        }
+      }
+    }
+    return;
+  }
+
+  // ---------------- consumers ----------------
+  const int gid = lane / 4, tig = lane % 4;
+  const int m0 = warp * 32;            // first row (position) of this warp in the tile
+  const int seg = m0 / kSegW;          // the segment it lies in
+  const int w0 = m0 % kSegW;           // and its first position there
+
+  float acc[2][kNi][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < kNi; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+  // Per-lane byte offsets of the A fragments within the segment (K step 0).
+  uint32_t a_off[2][4];
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi) {
+    if constexpr (sizeof(T) == 4) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int w = w0 + mi * 16 + gid + (q % 2) * 8;  // a0/a2: row g, a1/a3: row g+8
+        const int c = 2 * tig + q / 2;                   // a0/a1: k = t, a2/a3: k = t+4
+        a_off[mi][q] = uint32_t(c * kRowBytes + (((w >> 2) ^ (c & 7)) << 4) + ((w & 3) << 2));
+      }
+    } else {
+      const int c = (lane % 8) + (lane / 16) * 8;
+      const int w = w0 + mi * 16 + ((lane / 8) % 2) * 8;
+      a_off[mi][0] = uint32_t(c * kRowBytes + (((w >> 3) ^ (c & 7)) << 4));
+      a_off[mi][1] = a_off[mi][2] = a_off[mi][3] = 0;
+    }
+  }
+
+  int stage = 0;
+  uint32_t parity = 0;
+  for (int kc = 0; kc < num_chunks; ++kc) {
+    mbar_wait(smem_addr(&full_bar[stage]), parity);
+    const uint32_t a_base = smem_base + uint32_t(stage) * L::kStageBytes + seg * L::kSegBytes;
+    const uint32_t b_base =
+        smem_base + uint32_t(stage) * L::kStageBytes + L::kABytes + uint32_t(lane) * 16;
+#pragma unroll
+    for (int ks = 0; ks < BK / kMmaK; ++ks) {
+      uint32_t a[2][4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        if constexpr (sizeof(T) == 4) {
+          const uint32_t kb = a_base + ks * 8 * kRowBytes;  // 8 channels per K step
+#pragma unroll
+          for (int q = 0; q < 4; ++q)
+            a[mi][q] = to_tf32(__uint_as_float(lds32(kb + a_off[mi][q])));
+        } else {
+          ldsm_x4_trans(a[mi], a_base + ks * 16 * kRowBytes + a_off[mi][0]);
+        }
+      }
+#pragma unroll
+      for (int np = 0; np < BN / 16; ++np) {
+        const uint4 bv = lds128(b_base + uint32_t((ks * (BN / 16) + np) * 32 * 16));
+        const uint32_t b0[2] = {bv.x, bv.y};
+        const uint32_t b1[2] = {bv.z, bv.w};
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi) {
+          Mma<T>::run(acc[mi][2 * np], a[mi], b0);
+          Mma<T>::run(acc[mi][2 * np + 1], a[mi], b1);
+        }
+      }
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(smem_addr(&empty_bar[stage]));
+    if (++stage == kStages) {
+      stage = 0;
+      parity ^= 1u;
+    }
+  }
+
+  // ---- epilogue: bias, convert, store ----
+  const int valid = s_valid[seg];
+  if (valid <= w0) return;
+  T* y = static_cast<T*>(p.y) + s_ybase[seg];
+  const int64_t ys_w = int64_t(p.stride[2]) * p.y_str[4];
+  const int64_t ys_c = p.y_str[1];
+  const T* bias = static_cast<const T*>(p.bias);
+  const int co_base = cot * BN;
+#pragma unroll
+  for (int ni = 0; ni < kNi; ++ni) {
+#pragma unroll
+    for (int e1 = 0; e1 < 2; ++e1) {
+      const int co = co_base + ni * 8 + 2 * tig + e1;
+      if (co >= p.cog) continue;
+      const int64_t cg = int64_t(g) * p.cog + co;
+      const float bv = bias ? Elem<T>::to_float(bias[cg * p.b_str]) : 0.f;
+      T* yc = y + cg * ys_c;
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (int e0 = 0; e0 < 2; ++e0) {
+          const int w = w0 + mi * 16 + gid + e0 * 8;
+          if (w < valid) yc[w * ys_w] = Elem<T>::from_float(acc[mi][ni][e0 * 2 + e1] + bv);
+        }
+      }
+    }
+  }
+#endif  // __CUDA_ARCH__ >= 900
+}
+
+}  // namespace tma
+}  // namespace cuda
+}  // namespace convt
