@@ -6,6 +6,7 @@
 #   bash scripts/gpu_check.sh                 # all steps
 #   bash scripts/gpu_check.sh build ctest     # chosen steps: build ctest sanitize python bench overhead
 #   bash scripts/gpu_check.sh build install bench-fwd ncu   # a forward-performance iteration
+#   bash scripts/gpu_check.sh build fastpath sanitize-fastpath   # the forward kernels' tests
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side; CONVT_FORWARD_KERNEL picks a kernel), ncu (Nsight Compute
@@ -55,6 +56,18 @@ if has ctest; then
   # Each suite in one process (so state carried between tests is exercised too).
   step ctest bash -c "set -e; cd $BUILD; for t in \$(find tests/cpp -maxdepth 1 -type f -executable -name 'convt_test_*' | sort); do echo \"== \$t\"; ./\$t; done; ./examples/convt_example_forward"
   grep -E "^== |PASSED|FAILED|SKIPPED \]" "$OUT/ctest.log" | tee -a "$SUMMARY"
+fi
+if has fastpath; then
+  # The tensor-core forward kernels' own tests only (fast-path, TMA path, ordering).
+  step fastpath "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*FastPath*:*TmaPath*'
+  grep -E "PASSED|FAILED|SKIPPED \]" "$OUT/fastpath.log" | tail -5 | tee -a "$SUMMARY"
+fi
+if has sanitize-fastpath; then
+  for tool in memcheck racecheck initcheck; do
+    step "sanitize-fastpath-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*FastPath*:*TmaPath*'
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitize-fastpath-$tool.log" | tail -3 | tee -a "$SUMMARY"
+  done
 fi
 if has sanitize; then
   for tool in memcheck racecheck initcheck; do

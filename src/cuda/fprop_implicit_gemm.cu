@@ -234,8 +234,8 @@ bool tma_supported(int device) {
 }
 
 // The tensor map of x for the TMA kernel: dims (W, H, D, channels of a group, batch x
-// groups), box (one segment row of 128 bytes, 1, 1, BK, 1), 128-byte swizzle, zeros out
-// of bounds. Returns false (and why) when x's layout does not suit one.
+// groups), box (one segment row of 144 bytes, 1, 1, BK, 1), no swizzle, zeros out of
+// bounds. Returns false (and why) when x's layout does not suit one.
 bool make_x_tensor_map(CUtensorMap* map, const Problem& p, const TensorRef& x, int bk,
                        std::string* why) {
   auto no = [&](const char* reason) {
@@ -275,13 +275,13 @@ bool make_x_tensor_map(CUtensorMap* map, const Problem& p, const TensorRef& x, i
   if (encode == nullptr) return no("the driver has no cuTensorMapEncodeTiled");
   const cuuint64_t gstrides[4] = {cuuint64_t(strides[0]), cuuint64_t(strides[1]),
                                   cuuint64_t(strides[2]), cuuint64_t(strides[3])};
-  const cuuint32_t box[5] = {cuuint32_t(tma::kRowBytes / e), 1, 1, cuuint32_t(bk), 1};
+  const cuuint32_t box[5] = {cuuint32_t((128 + 16) / e), 1, 1, cuuint32_t(bk), 1};
   const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
   CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   if (p.dtype == DType::kFloat16) type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   if (p.dtype == DType::kBFloat16) type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   const CUresult r = encode(map, type, 5, const_cast<void*>(x.data), dims, gstrides, box, estr,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return no("cuTensorMapEncodeTiled rejected the input layout");
   return true;

@@ -15,13 +15,13 @@
 // Why this works without any gather: for a fixed tap and block of input channels, the
 // inputs of kSegW consecutive positions q_w of one output row of a phase are kSegW
 // consecutive input columns. So the block's 128 positions are split into segments of
-// kSegW = 128 bytes / sizeof(T) positions (32 for float, 64 for 16-bit types) along W, and
-// each (segment, K step) is one TMA box of x: [BK channels][1][1][kSegW columns]. The
-// tensor map's bounds checks do the padding and the borders (out-of-range elements read
-// as zero), and the channel dimension of the map stops at the group's channel count, so
-// a partial channel block reads zeros, never the next group. Each box row (one channel,
-// kSegW positions) is exactly 128 bytes and arrives with the 128-byte swizzle, which makes
-// the fragment loads below free of bank conflicts.
+// kW = 128 bytes / sizeof(T) positions (32 for float, 64 for 16-bit types) along W, and
+// each (segment, K step) is one TMA box of x: [BK channels][1][1][kW + kAlign columns]
+// (see Seg: a box must start on a 16-byte boundary, so it starts up to kAlign - 1 columns
+// early). The tensor map's bounds checks do the padding and the borders (out-of-range
+// elements read as zero), and the channel dimension of the map stops at the group's
+// channel count, so a partial channel block reads zeros, never the next group. Box rows
+// are 144 bytes (36 banks) apart, which keeps the fragment loads below conflict-free.
 //
 // Warp roles. One producer warp (one elected thread) walks the K steps (tap, channel
 // block), waits for a free stage, and issues the boxes of the block's segments plus one
@@ -31,13 +31,12 @@
 // release the stage on its "empty" mbarrier. kStages stages are in flight.
 //
 // Fragments.
-//  - A (input), TF32: element (c, w) of a segment lives at byte
-//    c*128 + (((w/4) ^ (c%8)) * 16) + (w%4)*4. The MMA's k index t (0..3) maps to channel
-//    2t and t+4 to channel 2t+1 of the 8-channel step (B is packed with the same order), so
-//    that the four k columns a warp reads fall on distinct 16-byte chunks: no conflicts.
-//    Values are rounded to TF32 (cvt.rna) after the load.
-//  - A, FP16/BF16: ldmatrix.x4.trans on 8x8 blocks (8 channels x 8 positions), 16-byte
-//    chunk index (w/8) ^ (c%8).
+//  - A (input): element (c, w) of a segment is at c*144 + (w + shift)*sizeof(T) bytes.
+//    TF32: the MMA's k index t (0..3) maps to channel 2t and t+4 to channel 2t+1 of the
+//    8-channel step (B is packed in the same order), so a warp's 32 loads hit banks
+//    8t + g + const: no conflicts. Values are rounded to TF32 (cvt.rna) after the load.
+//    FP16/BF16: each A register pairs two channels of one position, two 16-bit loads
+//    (banks 8t + g/2 + const); the window's shift rules out ldmatrix.
 //  - B: for each MMA K step and pair of n8 columns, the 32 lanes' fragments are stored
 //    consecutively, 16 bytes per lane (b[n][0], b[n][1], b[n+8][0], b[n+8][1]), so one
 //    128-bit load per lane fetches four B registers, conflict-free.
@@ -46,6 +45,9 @@
 // y[n, g*Cog + co, ...] at the output strides (o_w = q_w*s_w + r_w).
 //
 // Grid: x = ((position tile * phases) + phase) * co_tiles + co tile, y = group.
+//
+// A later wgmma version keeps the producer, the boxes and the packed B; its A fragments
+// come from the same loads (wgmma with A in registers, B from shared memory).
 //
 // The header needs only the CUDA headers (cuda.h for the tensor-map type), so that a
 // single-file build can inline it.
@@ -69,27 +71,34 @@ using igemm::to_tf32;
 
 constexpr int kConsumerWarps = 4;
 constexpr int kThreads = (kConsumerWarps + 1) * 32;
-constexpr int kBlockM = 128;   // output positions per block (32 per consumer warp)
-constexpr int kRowBytes = 128; // one channel row of a segment: the 128-byte swizzle span
+constexpr int kBlockM = 128;  // output positions per block (32 per consumer warp)
 constexpr int kMaxStages = 8;
 
+// A segment: kW consecutive positions of one output row of a phase (128 bytes of them).
+// Its box holds kRow = kW + kAlign input columns per channel: TMA boxes must start at a
+// multiple of 16 bytes along the innermost dimension, so a box starts at the aligned
+// column at or before the tap's first column and the tap's window begins `shift`
+// (< kAlign) columns into it.
 template <typename T>
 struct Seg {
-  static constexpr int kW = kRowBytes / int(sizeof(T));  // positions per segment
-  static constexpr int kCount = kBlockM / kW;            // segments per block
+  static constexpr int kW = 128 / int(sizeof(T));     // positions per segment
+  static constexpr int kCount = kBlockM / kW;         // segments per block
+  static constexpr int kAlign = 16 / int(sizeof(T));  // columns per 16 bytes
+  static constexpr int kRow = kW + kAlign;            // columns per box row (144 bytes)
 };
 
 template <typename T, int BN, int BK>
 struct Smem {
+  static constexpr int kRowBytes = Seg<T>::kRow * int(sizeof(T));
   static constexpr int kSegBytes = BK * kRowBytes;           // one segment's box
   static constexpr int kABytes = Seg<T>::kCount * kSegBytes;  // A of one stage
   static constexpr int kBBytes = BN * BK * int(sizeof(T));   // B of one stage
-  static constexpr int kStageBytes = kABytes + kBBytes;       // a multiple of 1024
-  // About 96 KB of stages: two blocks per multiprocessor.
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  // About 104 KB of stages: two blocks per multiprocessor.
   static constexpr int kStages =
-      (96 * 1024) / kStageBytes > kMaxStages ? kMaxStages : (96 * 1024) / kStageBytes;
-  static constexpr size_t kBytes = size_t(kStages) * kStageBytes + 1024;  // + alignment
-  static_assert(kStageBytes % 1024 == 0, "stages must keep 1024-byte alignment");
+      (104 * 1024) / kStageBytes > kMaxStages ? kMaxStages : (104 * 1024) / kStageBytes;
+  static constexpr size_t kBytes = size_t(kStages) * kStageBytes + 128;  // + alignment
+  static_assert(kStageBytes % 128 == 0 && kSegBytes % 128 == 0, "128-byte aligned boxes");
   static_assert(kStages >= 2, "at least two stages");
 };
 
@@ -243,10 +252,10 @@ __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
   return v;
 }
 
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
+__device__ __forceinline__ uint32_t lds16(uint32_t addr) {
+  unsigned short v;
+  asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(addr));
+  return v;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -259,6 +268,8 @@ __global__ void __launch_bounds__(kThreads)
   using L = Smem<T, BN, BK>;
   constexpr int kSegW = Seg<T>::kW;
   constexpr int kSegs = Seg<T>::kCount;
+  constexpr int kAlign = Seg<T>::kAlign;
+  constexpr int kRow = Seg<T>::kRow;
   constexpr int kStages = L::kStages;
   constexpr int kMmaK = Mma<T>::kK;
   constexpr int kNi = BN / 8;  // n8 columns per warp
@@ -322,10 +333,12 @@ __global__ void __launch_bounds__(kThreads)
     } else {
       s_valid[tid] = 0;
       s_ybase[tid] = 0;
+      s_coord[tid][0] = s_coord[tid][1] = s_coord[tid][2] = 0;
+      s_ng[tid] = 0;
     }
   }
-  // Stage buffers, aligned to 1024 bytes (the 128-byte swizzle repeats every 1024).
-  const uint32_t smem_base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  // Stage buffers, aligned to 128 bytes.
+  const uint32_t smem_base = (smem_addr(smem_raw) + 127u) & ~127u;
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(smem_addr(&full_bar[s]), 1);
@@ -361,8 +374,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int s = 0; s < kSegs; ++s) {
           if (s_valid[s] > 0)
-            tma_load_5d(a_dst + s * L::kSegBytes, &xmap, full, s_coord[s][0] - dw,
-                        s_coord[s][1] - dh, s_coord[s][2] - dd, cic * BK, s_ng[s]);
+            tma_load_5d(a_dst + s * L::kSegBytes, &xmap, full,
+                        (s_coord[s][0] - dw) & ~(kAlign - 1), s_coord[s][1] - dh,
+                        s_coord[s][2] - dd, cic * BK, s_ng[s]);
         }
         const int kd = taps[0].k0 + jd * taps[0].step;
         const int kh = taps[1].k0 + jh * taps[1].step;
@@ -407,44 +421,47 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
-  // Per-lane byte offsets of the A fragments within the segment (K step 0).
+  // Per-lane byte offsets of the A fragments within the segment (K step 0, shift 0):
+  // register q of M tile mi holds row g (q even) or g+8 (q odd) and the k half q/2.
   uint32_t a_off[2][4];
 #pragma unroll
   for (int mi = 0; mi < 2; ++mi) {
-    if constexpr (sizeof(T) == 4) {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int w = w0 + mi * 16 + gid + (q % 2) * 8;  // a0/a2: row g, a1/a3: row g+8
-        const int c = 2 * tig + q / 2;                   // a0/a1: k = t, a2/a3: k = t+4
-        a_off[mi][q] = uint32_t(c * kRowBytes + (((w >> 2) ^ (c & 7)) << 4) + ((w & 3) << 2));
-      }
-    } else {
-      const int c = (lane % 8) + (lane / 16) * 8;
-      const int w = w0 + mi * 16 + ((lane / 8) % 2) * 8;
-      a_off[mi][0] = uint32_t(c * kRowBytes + (((w >> 3) ^ (c & 7)) << 4));
-      a_off[mi][1] = a_off[mi][2] = a_off[mi][3] = 0;
+    for (int q = 0; q < 4; ++q) {
+      const int w = w0 + mi * 16 + gid + (q % 2) * 8;
+      // TF32: k = t -> channel 2t, k = t+4 -> 2t+1. 16-bit: k = 2t, 2t+1 (+8 for q/2).
+      const int c = sizeof(T) == 4 ? 2 * tig + q / 2 : 2 * tig + (q / 2) * 8;
+      a_off[mi][q] = uint32_t((c * kRow + w) * int(sizeof(T)));
     }
   }
+  const int w_doff = taps[2].doff, w_count = taps[2].count;
+  const int w_first = s_coord[seg][0];  // valid for segments that exist
 
   int stage = 0;
   uint32_t parity = 0;
+  int jw = 0, cic = 0;  // the W tap and channel chunk of the K step (as the producer)
   for (int kc = 0; kc < num_chunks; ++kc) {
+    const int shift = (w_first - jw * w_doff) & (kAlign - 1);
     mbar_wait(smem_addr(&full_bar[stage]), parity);
-    const uint32_t a_base = smem_base + uint32_t(stage) * L::kStageBytes + seg * L::kSegBytes;
+    const uint32_t a_base = smem_base + uint32_t(stage) * L::kStageBytes +
+                            uint32_t(seg * L::kSegBytes + shift * int(sizeof(T)));
     const uint32_t b_base =
         smem_base + uint32_t(stage) * L::kStageBytes + L::kABytes + uint32_t(lane) * 16;
 #pragma unroll
     for (int ks = 0; ks < BK / kMmaK; ++ks) {
+      const uint32_t kb = a_base + uint32_t(ks * kMmaK * L::kRowBytes);
       uint32_t a[2][4];
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi) {
-        if constexpr (sizeof(T) == 4) {
-          const uint32_t kb = a_base + ks * 8 * kRowBytes;  // 8 channels per K step
 #pragma unroll
-          for (int q = 0; q < 4; ++q)
+        for (int q = 0; q < 4; ++q) {
+          if constexpr (sizeof(T) == 4) {
             a[mi][q] = to_tf32(__uint_as_float(lds32(kb + a_off[mi][q])));
-        } else {
-          ldsm_x4_trans(a[mi], a_base + ks * 16 * kRowBytes + a_off[mi][0]);
+          } else {
+            const uint32_t lo = lds16(kb + a_off[mi][q]);
+            const uint32_t hi = lds16(kb + a_off[mi][q] + L::kRowBytes);
+            a[mi][q] = lo | (hi << 16);
+          }
         }
       }
 #pragma unroll
@@ -464,6 +481,10 @@ __global__ void __launch_bounds__(kThreads)
     if (++stage == kStages) {
       stage = 0;
       parity ^= 1u;
+    }
+    if (++cic == p.ci_chunks) {
+      cic = 0;
+      if (++jw == w_count) jw = 0;
     }
   }
 
