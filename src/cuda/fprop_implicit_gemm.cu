@@ -367,7 +367,7 @@ std::string ImplicitGemmFpropPlan::describe() const {
 
 namespace {
 
-// CONVT_FORWARD_KERNEL=direct|implicit_gemm|implicit_gemm_halo asks for one forward kernel
+// CONVT_FORWARD_KERNEL=direct|implicit_gemm|implicit_gemm_halo|implicit_gemm_tma asks for one forward kernel
 // where the options leave the choice to the dispatcher (for benchmarking and debugging).
 ForwardKernel forward_kernel_from_env() {
   static const ForwardKernel kernel = [] {
@@ -434,8 +434,27 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
     const int64_t seg_w = 128 / dtype_size(p.dtype);
     const int64_t segs = p.batch * q[0] * q[1] * ((q[2] + seg_w - 1) / seg_w);
     const int64_t tiles = (segs + 128 / seg_w - 1) / (128 / seg_w);
+    // Taps of the busiest phase: per dimension ceil(K / step), step = s / gcd(s, dilation).
+    int64_t phase_taps = 1;
+    for (int d = 0; d < 3; ++d) {
+      int64_t a = p.stride[d], b = p.dilation[d];
+      while (b != 0) {
+        const int64_t t = a % b;
+        a = b;
+        b = t;
+      }
+      const int64_t step = p.stride[d] / a;
+      phase_taps *= (p.kernel_size[d] + step - 1) / step;
+    }
+    // Each K step of the TMA kernel loads its input window anew, so with many taps per
+    // phase the copies, not the MMAs, set its pace: measured on an H200 (docs/kernels.md),
+    // the gather kernel is faster from about 27 taps per phase (3-D 3x3x3 and larger).
+    constexpr int64_t kTmaMaxTaps = 24;
     if (p.groups > 65535)
       plan.tma_reason = "too many groups";
+    else if (phase_taps > kTmaMaxTaps && opt.forward_kernel == ForwardKernel::kAuto)
+      plan.tma_reason = detail::str_cat(phase_taps, " taps per phase (the gather kernel is "
+                                        "faster beyond ", kTmaMaxTaps, ")");
     else if (tiles * phases * co_tiles > INT_MAX)
       plan.tma_reason = "grid too large";
     else

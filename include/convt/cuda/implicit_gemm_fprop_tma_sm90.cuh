@@ -28,7 +28,7 @@
 // bulk copy of the packed weight tile, all completing on the stage's "full" mbarrier.
 // Four consumer warps each own 32 positions (rows of A) and all BN channels; they wait on
 // "full", run mma.sync (TF32 m16n8k8, FP16/BF16 m16n8k16, float accumulation), and
-// release the stage on its "empty" mbarrier. kStages stages are in flight.
+// release the stage on its "empty" mbarrier (one arrival per consumer thread). kStages stages are in flight.
 //
 // Fragments.
 //  - A (input): element (c, w) of a segment is at c*144 + (w + shift)*sizeof(T) bytes.
@@ -342,7 +342,7 @@ __global__ void __launch_bounds__(kThreads)
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(smem_addr(&full_bar[s]), 1);
-      mbar_init(smem_addr(&empty_bar[s]), kConsumerWarps);
+      mbar_init(smem_addr(&empty_bar[s]), kConsumerWarps * 32);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -476,8 +476,8 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(smem_addr(&empty_bar[stage]));
+    // Every consumer thread releases the stage after its own last read of it.
+    mbar_arrive(smem_addr(&empty_bar[stage]));
     if (++stage == kStages) {
       stage = 0;
       parity ^= 1u;
