@@ -7,6 +7,8 @@
 #   bash scripts/gpu_check.sh build ctest     # chosen steps: build ctest sanitize python bench overhead
 #   bash scripts/gpu_check.sh build install bench-fwd ncu   # a forward-performance iteration
 #   bash scripts/gpu_check.sh build fastpath sanitize-fastpath   # the forward kernels' tests
+#   bash scripts/gpu_check.sh install ncu-suite   # Nsight Compute metrics of every suite case
+#   bash scripts/gpu_check.sh install bench-strict   # strict float32 forward, 10 runs a side
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side; CONVT_FORWARD_KERNEL picks a kernel), ncu (Nsight Compute
@@ -59,13 +61,13 @@ if has ctest; then
 fi
 if has fastpath; then
   # The tensor-core forward kernels' own tests only (fast-path, TMA path, ordering).
-  step fastpath "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*FastPath*:*TmaPath*'
+  step fastpath "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*FastPath*:*TmaPath*:*StrictFloat32*'
   grep -E "PASSED|FAILED|SKIPPED \]" "$OUT/fastpath.log" | tail -5 | tee -a "$SUMMARY"
 fi
 if has sanitize-fastpath; then
   for tool in memcheck racecheck initcheck; do
     step "sanitize-fastpath-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
-      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*FastPath*:*TmaPath*'
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*FastPath*:*TmaPath*:*StrictFloat32*'
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitize-fastpath-$tool.log" | tail -3 | tee -a "$SUMMARY"
   done
 fi
@@ -84,6 +86,11 @@ fi
 if has install; then
   step pip-install env CONVT_ENABLE_CUDA=ON python3 -m pip install --no-build-isolation --no-deps -v .
 fi
+if has bench-strict; then
+  step bench-strict python3 -m convt bench --dtype fp32 --math strict --reps 10 --warmup 2 \
+    --json "$OUT/bench-strict.json" -q
+  grep -E "geomean" "$OUT/bench-strict.log" | tee -a "$SUMMARY"
+fi
 if has bench-fwd; then
   step bench-fwd python3 -m convt bench --dtype fp32,bf16 --math default --reps 10 --warmup 2 \
     --json "$OUT/bench-fwd.json" -q
@@ -94,6 +101,15 @@ if has ncu; then
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section SchedulerStats --section WarpStateStats --section Occupancy --section LaunchStats \
     python3 scripts/profile_case.py ${NCU_CASE:-kb57 --dtype bf16 --batch 2}
+fi
+if has ncu-suite; then
+  # Nsight Compute over every case of the suite (one forward each), summarised per case.
+  NCU_METRICS=gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_op_write.sum,dram__bytes_write.sum,dram__bytes_read.sum
+  SUITE_ARGS="--dtype ${NCU_DTYPES:-fp32,bf16} --math ${NCU_MATH:-default} ${NCU_CASES:+--cases $NCU_CASES}"
+  step ncu-suite ncu --csv --page raw --clock-control none --kernel-name-base demangled \
+    --kernel-name regex:convt:: --metrics "$NCU_METRICS" --log-file "$OUT/ncu-suite.csv" \
+    python3 scripts/profile_suite.py $SUITE_ARGS
+  python3 scripts/profile_suite.py $SUITE_ARGS --table "$OUT/ncu-suite.csv" | tee "$OUT/ncu-suite.txt"
 fi
 if has bench; then
   step bench python3 -m convt bench --dtype fp32,bf16 --math default,strict \

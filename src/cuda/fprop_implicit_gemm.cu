@@ -46,7 +46,7 @@ int64_t span(const TensorRef& t) {
 }
 
 // Packs the weight into the workspace (Wp[g][kd][kh][kw][ci][co], see the kernel header).
-template <typename T>
+template <typename T, bool kSplit>
 void pack_weight(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& w,
                  const ExecOptions& opt) {
   using namespace igemm;
@@ -62,7 +62,7 @@ void pack_weight(const ImplicitGemmFpropPlan& plan, const Problem& p, const Tens
   for (int d = 0; d < 5; ++d) pk.w_str[d] = w.strides[d];
   const int64_t packed = packed_weight_elems(pk);
   const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
-  pack_weight_kernel<T><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
+  pack_weight_kernel<T, kSplit><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
   check_cuda(cudaGetLastError(), "pack_weight_kernel launch");
 }
 
@@ -107,7 +107,7 @@ Dims phase0_positions(const Problem& p) {
   return q;
 }
 
-template <typename T, int BK, typename Index>
+template <typename T, int BK, typename Index, bool kSplit>
 void launch_gather(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
                    const TensorRef* b, const TensorRef& y, const ExecOptions& opt, int device) {
   using namespace igemm;
@@ -118,12 +118,12 @@ void launch_gather(const ImplicitGemmFpropPlan& plan, const Problem& p, const Te
                   static_cast<unsigned>(p.groups * fp.co_tiles));
   const std::size_t smem = SmemLayout<T, BK>::kBytes;
   static std::atomic<uint64_t> smem_set{0};  // one flag set per kernel instantiation
-  allow_smem(fprop_kernel<T, BK, Index>, smem, device, smem_set);
-  fprop_kernel<T, BK, Index><<<grid, kThreads, smem, opt.stream>>>(fp);
+  allow_smem(fprop_kernel<T, BK, Index, kSplit>, smem, device, smem_set);
+  fprop_kernel<T, BK, Index, kSplit><<<grid, kThreads, smem, opt.stream>>>(fp);
   check_cuda(cudaGetLastError(), "implicit-GEMM forward launch");
 }
 
-template <typename T, int BK, typename Index>
+template <typename T, int BK, typename Index, bool kSplit>
 void launch_halo(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
                  const TensorRef* b, const TensorRef& y, const ExecOptions& opt, int device) {
   using namespace igemm;
@@ -140,45 +140,45 @@ void launch_halo(const ImplicitGemmFpropPlan& plan, const Problem& p, const Tens
   const dim3 grid(static_cast<unsigned>(int64_t(hp.row_groups) * hp.col_segs * hp.f.num_phases),
                   static_cast<unsigned>(p.groups * hp.f.co_tiles));
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem(fprop_halo_kernel<T, BK, Index>, kHaloSmemLimit, device, smem_set);
-  fprop_halo_kernel<T, BK, Index><<<grid, kThreads, plan.smem_bytes, opt.stream>>>(hp);
+  allow_smem(fprop_halo_kernel<T, BK, Index, kSplit>, kHaloSmemLimit, device, smem_set);
+  fprop_halo_kernel<T, BK, Index, kSplit><<<grid, kThreads, plan.smem_bytes, opt.stream>>>(hp);
   check_cuda(cudaGetLastError(), "implicit-GEMM (halo) forward launch");
 }
 
-template <typename T, int BK>
+template <typename T, int BK, bool kSplit>
 void launch_bk_index(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
                      const TensorRef* b, const TensorRef& y, const ExecOptions& opt, int device) {
   const bool small = std::max(span(x), span(y)) < (int64_t(1) << 31);
   const bool halo = plan.kind == ImplicitGemmFpropPlan::Kind::kHalo;  // TF32 halo: BK = 16
   if constexpr (sizeof(T) == 4 && BK == 32) {
     if (small)
-      launch_gather<T, BK, int>(plan, p, x, b, y, opt, device);
+      launch_gather<T, BK, int, kSplit>(plan, p, x, b, y, opt, device);
     else
-      launch_gather<T, BK, int64_t>(plan, p, x, b, y, opt, device);
+      launch_gather<T, BK, int64_t, kSplit>(plan, p, x, b, y, opt, device);
   } else if (small) {
     if (halo)
-      launch_halo<T, BK, int>(plan, p, x, b, y, opt, device);
+      launch_halo<T, BK, int, kSplit>(plan, p, x, b, y, opt, device);
     else
-      launch_gather<T, BK, int>(plan, p, x, b, y, opt, device);
+      launch_gather<T, BK, int, kSplit>(plan, p, x, b, y, opt, device);
   } else {
     if (halo)
-      launch_halo<T, BK, int64_t>(plan, p, x, b, y, opt, device);
+      launch_halo<T, BK, int64_t, kSplit>(plan, p, x, b, y, opt, device);
     else
-      launch_gather<T, BK, int64_t>(plan, p, x, b, y, opt, device);
+      launch_gather<T, BK, int64_t, kSplit>(plan, p, x, b, y, opt, device);
   }
 }
 
-template <typename T>
+template <typename T, bool kSplit = false>
 void launch_bk(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
                const TensorRef& w, const TensorRef* b, const TensorRef& y,
                const ExecOptions& opt) {
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  pack_weight<T>(plan, p, w, opt);
+  pack_weight<T, kSplit>(plan, p, w, opt);
   if (plan.block_k == 32)
-    launch_bk_index<T, 32>(plan, p, x, b, y, opt, device);
+    launch_bk_index<T, 32, kSplit>(plan, p, x, b, y, opt, device);
   else
-    launch_bk_index<T, 16>(plan, p, x, b, y, opt, device);
+    launch_bk_index<T, 16, kSplit>(plan, p, x, b, y, opt, device);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -287,7 +287,7 @@ bool make_x_tensor_map(CUtensorMap* map, const Problem& p, const TensorRef& x, i
   return true;
 }
 
-template <typename T, int BN, int BK>
+template <typename T, int BN, int BK, bool kSplit>
 void launch_tma(const Problem& p, const CUtensorMap& map, const TensorRef& w,
                 const TensorRef* b, const TensorRef& y, const ExecOptions& opt, int device) {
   using namespace tma;
@@ -304,7 +304,7 @@ void launch_tma(const Problem& p, const CUtensorMap& map, const TensorRef& w,
   for (int d = 0; d < 3; ++d) pk.k[d] = int(p.kernel_size[d]);
   const int64_t packed = tma_packed_weight_elems(pk, BN, BK);
   const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
-  pack_weight_tma_kernel<T, BN, BK><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
+  pack_weight_tma_kernel<T, BN, BK, kSplit><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
   check_cuda(cudaGetLastError(), "pack_weight_tma_kernel launch");
 
   TmaFpropParams fp{};
@@ -337,31 +337,37 @@ void launch_tma(const Problem& p, const CUtensorMap& map, const TensorRef& w,
                   static_cast<unsigned>(p.groups));
   const std::size_t smem = Smem<T, BN, BK>::kBytes;
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem(fprop_tma_kernel<T, BN, BK>, smem, device, smem_set);
-  fprop_tma_kernel<T, BN, BK><<<grid, kThreads, smem, opt.stream>>>(map, fp);
+  allow_smem(fprop_tma_kernel<T, BN, BK, kSplit>, smem, device, smem_set);
+  fprop_tma_kernel<T, BN, BK, kSplit><<<grid, kThreads, smem, opt.stream>>>(map, fp);
   check_cuda(cudaGetLastError(), "implicit-GEMM (TMA) forward launch");
 }
 
-template <typename T>
+template <typename T, bool kSplit = false>
 void launch_tma_tile(int bn, int bk, const Problem& p, const CUtensorMap& map,
                      const TensorRef& w, const TensorRef* b, const TensorRef& y,
                      const ExecOptions& opt, int device) {
-  if (bn == 32 && bk == 16) launch_tma<T, 32, 16>(p, map, w, b, y, opt, device);
-  else if (bn == 32) launch_tma<T, 32, 32>(p, map, w, b, y, opt, device);
-  else if (bk == 16) launch_tma<T, 64, 16>(p, map, w, b, y, opt, device);
-  else launch_tma<T, 64, 32>(p, map, w, b, y, opt, device);
+  if constexpr (kSplit) {  // the planner gives split TF32 the 32-channel tile only
+    if (bk == 16) launch_tma<T, 32, 16, true>(p, map, w, b, y, opt, device);
+    else launch_tma<T, 32, 32, true>(p, map, w, b, y, opt, device);
+  } else {
+    if (bn == 32 && bk == 16) launch_tma<T, 32, 16, false>(p, map, w, b, y, opt, device);
+    else if (bn == 32) launch_tma<T, 32, 32, false>(p, map, w, b, y, opt, device);
+    else if (bk == 16) launch_tma<T, 64, 16, false>(p, map, w, b, y, opt, device);
+    else launch_tma<T, 64, 32, false>(p, map, w, b, y, opt, device);
+  }
 }
 
 }  // namespace
 
 std::string ImplicitGemmFpropPlan::describe() const {
   if (!usable) return "not usable: " + reason;
+  const char* mma = split ? "mma.sync 3xTF32" : "mma.sync";
   if (kind == Kind::kHalo)
-    return detail::str_cat("implicit-GEMM mma.sync with W-tap input strips, tile ",
+    return detail::str_cat("implicit-GEMM ", mma, " with W-tap input strips, tile ",
                            igemm::kBlockM, " channels x ", rows, "x", wt, " positions x ",
                            block_k, ", ", tw_max, " W taps, ", strip_rows, " strip rows, smem ",
                            smem_bytes, " B, workspace ", workspace_bytes, " B");
-  return detail::str_cat("implicit-GEMM mma.sync, tile ", igemm::kBlockM, "x", igemm::kBlockN,
+  return detail::str_cat("implicit-GEMM ", mma, ", tile ", igemm::kBlockM, "x", igemm::kBlockN,
                          "x", block_k, ", workspace ", workspace_bytes, " B");
 }
 
@@ -396,8 +402,8 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
   };
   if (opt.forward_kernel == ForwardKernel::kDirect) return no("direct kernel requested");
   if (p.dtype == DType::kFloat64) return no("float64 has no tensor-core path");
-  if (p.dtype == DType::kFloat32 && opt.math == MathMode::kStrictFP32)
-    return no("strict float32 requested (TF32 not allowed)");
+  // Strict float32 runs the same kernels in split TF32 (three MMAs per step).
+  plan.split = p.dtype == DType::kFloat32 && opt.math == MathMode::kStrictFP32;
   // The kernels keep spatial coordinates, strides and tap arithmetic in 32 bits.
   const Dims out = p.output_sizes();
   for (int d = 0; d < 3; ++d) {
@@ -427,7 +433,9 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
   // weight (channels padded to BK and BN <= 64) never exceeds the workspace above.
   if (opt.forward_kernel == ForwardKernel::kAuto ||
       opt.forward_kernel == ForwardKernel::kImplicitGemmTma) {
-    plan.tma_bn = cog > 32 ? 64 : 32;
+    // Split TF32 keeps two blocks per multiprocessor only with the 32-channel tile (its
+    // 64-channel tile would spill at the 168 registers that leaves).
+    plan.tma_bn = cog > 32 && !plan.split ? 64 : 32;
     plan.tma_bk = plan.block_k;
     const int64_t co_tiles = (cog + plan.tma_bn - 1) / plan.tma_bn;
     // Segments of 32 (float) or 64 (16-bit) positions along W, four or two per tile.
@@ -530,7 +538,8 @@ bool choose_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const Tenso
 }
 
 std::string describe_tma(const ImplicitGemmFpropPlan& plan) {
-  return detail::str_cat("implicit-GEMM TMA + mma.sync, tile 128 positions x ", plan.tma_bn,
+  return detail::str_cat("implicit-GEMM TMA + mma.sync", plan.split ? " 3xTF32" : "",
+                         ", tile 128 positions x ", plan.tma_bn,
                          " channels x ", plan.tma_bk, ", workspace ", plan.workspace_bytes, " B");
 }
 
@@ -564,7 +573,10 @@ std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Pro
   if (choose_tma(plan, p, x, device, &map, &why)) {
     switch (p.dtype) {
       case DType::kFloat32:
-        launch_tma_tile<float>(plan.tma_bn, plan.tma_bk, p, map, w, b, y, opt, device);
+        if (plan.split)
+          launch_tma_tile<float, true>(plan.tma_bn, plan.tma_bk, p, map, w, b, y, opt, device);
+        else
+          launch_tma_tile<float>(plan.tma_bn, plan.tma_bk, p, map, w, b, y, opt, device);
         break;
       case DType::kFloat16:
         launch_tma_tile<__half>(plan.tma_bn, plan.tma_bk, p, map, w, b, y, opt, device);
@@ -577,7 +589,12 @@ std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Pro
     return describe ? describe_tma(plan) : std::string();
   }
   switch (p.dtype) {
-    case DType::kFloat32: launch_bk<float>(plan, p, x, w, b, y, opt); break;
+    case DType::kFloat32:
+      if (plan.split)
+        launch_bk<float, true>(plan, p, x, w, b, y, opt);
+      else
+        launch_bk<float>(plan, p, x, w, b, y, opt);
+      break;
     case DType::kFloat16: launch_bk<__half>(plan, p, x, w, b, y, opt); break;
     case DType::kBFloat16: launch_bk<__nv_bfloat16>(plan, p, x, w, b, y, opt); break;
     default: throw Error("convt: implicit-GEMM forward called for an unsupported dtype");

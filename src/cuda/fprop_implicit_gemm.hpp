@@ -16,6 +16,7 @@ struct ImplicitGemmFpropPlan {
   std::string reason;  // why no implicit-GEMM kernel runs this problem, when !usable
   Kind kind = Kind::kGather;
   int block_k = 0;     // input channels per K step
+  bool split = false;  // float32 in split TF32 (strict float32), else TF32 / 16-bit
   int64_t cig_pad = 0, cog_pad = 0;
   std::size_t workspace_bytes = 0;  // the packed weight
   // kHalo: tile of `rows` x `wt` positions, W taps of the widest phase, strip rows.

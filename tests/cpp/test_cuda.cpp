@@ -407,10 +407,36 @@ TEST(CudaFastPathOrder, EveryTileSizeInOneProcess) {
     const Problem p = make_problem(2, 1, cig, 64, 1, {6, 7, 1}, {3, 3, 1}, {1, 2, 1},
                                    {1, 1, 0}, {0, 1, 0}, {1, 1, 1}, true);
     SCOPED_TRACE(p.to_string());
-    for (const Precision& precision : {tf32, kPrecisions[3], kPrecisions[4]})
+    for (const Precision& precision : {tf32, kPrecisions[0], kPrecisions[3], kPrecisions[4]})
       for (ForwardKernel kernel : {ForwardKernel::kImplicitGemm, ForwardKernel::kImplicitGemmHalo,
                                    ForwardKernel::kImplicitGemmTma})
         check_all_directions(p, Layout::kContiguous, precision, ++seed, nullptr, false, kernel);
+  }
+}
+
+// Strict float32 on tensor cores (split TF32) keeps float32 accuracy on long reductions:
+// K = 27 taps x 96 channels (one K loop of 81 steps), in every forward kernel, within the
+// strict budget (4e-6) of the float64 oracle, where one TF32 rounding alone would miss it.
+TEST(CudaStrictFloat32, SplitTf32KeepsLongReductionsWithinTheStrictBudget) {
+  SKIP_WITHOUT_CUDA();
+  const Precision strict = kPrecisions[0];
+  ASSERT_EQ(strict.math, MathMode::kStrictFP32);
+  const Problem p = make_problem(3, 2, 96, 40, 1, {6, 7, 36}, {3, 3, 3}, {1, 1, 1},
+                                 {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, true);
+  uint64_t seed = 4242;
+  for (ForwardKernel kernel : {ForwardKernel::kImplicitGemm, ForwardKernel::kImplicitGemmHalo,
+                               ForwardKernel::kImplicitGemmTma, ForwardKernel::kAuto}) {
+    SCOPED_TRACE("forward kernel " + std::to_string(int(kernel)));
+    Problem pf = p;
+    pf.dtype = DType::kFloat32;
+    ExecOptions opt;
+    opt.math = strict.math;
+    opt.forward_kernel = kernel;
+    HostTensor x(pf.input_shape(), pf.tensor_rank(), pf.dtype, Layout::kContiguous);
+    DeviceTensor gx(x, nullptr);
+    const std::string what = convt::describe_forward(pf, gx.ref, opt);
+    EXPECT_NE(what.find("mma.sync 3xTF32"), std::string::npos) << what;
+    check_all_directions(p, Layout::kContiguous, strict, ++seed, nullptr, false, kernel);
   }
 }
 
@@ -485,9 +511,7 @@ TEST_P(CudaTmaPath, MatchesFloat64Oracle) {
   const Case& c = tma_case_list()[static_cast<size_t>(GetParam())];
   SCOPED_TRACE(c.name());
   for (const Precision& precision : kPrecisions) {
-    if (precision.dtype == DType::kFloat64 ||
-        (precision.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32))
-      continue;
+    if (precision.dtype == DType::kFloat64) continue;
     Problem p = c.problem;
     p.dtype = precision.dtype;
     ExecOptions opt;
@@ -497,6 +521,9 @@ TEST_P(CudaTmaPath, MatchesFloat64Oracle) {
     DeviceTensor gx(x, nullptr);
     const std::string what = convt::describe_forward(p, gx.ref, opt);
     EXPECT_NE(what.find("TMA + mma.sync"), std::string::npos) << precision.name << ": " << what;
+    // Strict float32 runs the same kernel in split TF32; no other mode does.
+    const bool split = p.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32;
+    EXPECT_EQ(what.find("3xTF32") != std::string::npos, split) << precision.name << ": " << what;
     check_all_directions(c.problem, c.layout, precision, 7919u * uint64_t(GetParam()) + 11,
                          nullptr, false, ForwardKernel::kImplicitGemmTma);
   }

@@ -129,8 +129,9 @@ def _plan_lines():
 @requires_cxx
 def test_compiled_planner_reports(planner_program):
     """convt_kb::cuda_forward_plan (what an exported file reports at run time) runs on the
-    linked amalgamation: tensor cores for KernelBench's float32 shapes with TF32 allowed,
-    the direct kernel in strict float32, float64 and for the depthwise shape (docs/kernels.md)."""
+    linked amalgamation: tensor cores for KernelBench's float32 shapes (TF32 when allowed,
+    split TF32 in strict float32), the direct kernel for float64 and the depthwise shape
+    (docs/kernels.md)."""
     lines = _plan_lines()
     proc = subprocess.run([str(planner_program)], input="\n".join(lines) + "\n", capture_output=True,
                           text=True, timeout=60)
@@ -142,8 +143,11 @@ def test_compiled_planner_reports(planner_program):
         fields = line.split()
         by_mode.setdefault((fields[5], fields[6]), []).append(plan)
     assert any(p.startswith("implicit-GEMM") for p in by_mode[("float32", "0")])
-    assert all(p == "direct kernel (implicit GEMM not usable: strict float32 requested (TF32 not allowed))"
-               for p in by_mode[("float32", "1")])
+    strict = by_mode[("float32", "1")]  # split TF32 on the same kernels
+    assert any(p.startswith("implicit-GEMM mma.sync 3xTF32") for p in strict)
+    assert all("3xTF32" in p or p.startswith("direct kernel") for p in strict)
+    assert not any("3xTF32" in p for p in by_mode[("float32", "0")])
+    assert strict[-1].startswith("direct kernel")  # depthwise: 1 input channel per group
     assert all(p.startswith("direct kernel") and "float64" in p for p in by_mode[("float64", "0")])
     assert by_mode[("bfloat16", "0")][-1].startswith("direct kernel")  # depthwise: 1 input channel per group
 

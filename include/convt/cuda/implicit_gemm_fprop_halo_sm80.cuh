@@ -68,8 +68,10 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem_r
                : "r"(addr));
 }
 
-template <typename T, int BK, typename Index>
-__global__ void __launch_bounds__(kThreads, 2) fprop_halo_kernel(HaloParams hp) {
+// kSplit: float32 as split TF32 (strict float32), see implicit_gemm_fprop_sm80.cuh (one
+// block per multiprocessor: its fragments and partial sums need more registers).
+template <typename T, int BK, typename Index, bool kSplit = false>
+__global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2) fprop_halo_kernel(HaloParams hp) {
   const FpropParams& p = hp.f;
   using L = HaloSmem<T, BK>;
   constexpr bool kTf32 = sizeof(T) == 4;
@@ -237,7 +239,7 @@ __global__ void __launch_bounds__(kThreads, 2) fprop_halo_kernel(HaloParams hp) 
       const int ci = ci0 + chan0 + i * 2 * kPerReg;
       if constexpr (kTf32) {
         const float v = (ok && (full || ci < p.cig)) ? xg[off] : 0.f;
-        b_reg[i] = to_tf32(v);
+        b_reg[i] = kSplit ? __float_as_uint(v) : to_tf32(v);
       } else {
         const T zero = Elem<T>::from_float(0.f);
         const T v0 = (ok && (full || ci < p.cig)) ? xg[off] : zero;
@@ -259,9 +261,13 @@ __global__ void __launch_bounds__(kThreads, 2) fprop_halo_kernel(HaloParams hp) 
   auto compute = [&](int st) {
     const T* as_all = As + st * L::a_stage(hp.tw_max);
     const T* bs = Bs + st * b_stage;
+    // Split TF32 sums each (W tap, K tile) in a fresh partial accumulator (see
+    // implicit_gemm_fprop_sm80.cuh).
+    [[maybe_unused]] float part[2][4][4];
     for (int j = 0; j < Tw; ++j) {
       const T* as = as_all + j * BK * L::kAStride;
       const int shift = (Tw - 1 - j) * taps[2].doff;
+      if constexpr (kSplit) zero_acc(part);
 #pragma unroll
       for (int kk = 0; kk < BK; kk += Mma<T>::kK) {
         uint32_t a[2][4], b[4][2];
@@ -287,11 +293,12 @@ __global__ void __launch_bounds__(kThreads, 2) fprop_halo_kernel(HaloParams hp) 
             b[2 * nj + 1][1] = t4[3];
           }
         }
-#pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-          for (int ni = 0; ni < 4; ++ni) Mma<T>::run(acc[mi][ni], a[mi], b[ni]);
+        if constexpr (kSplit)
+          warp_mma<T, kSplit>(part, a, b);
+        else
+          warp_mma<T, kSplit>(acc, a, b);
       }
+      if constexpr (kSplit) add_acc(acc, part);
     }
   };
 

@@ -14,7 +14,7 @@
 //     kk  (tap of the phase, input channel of the group)                 (GEMM K)
 //     A   the weight, repacked once per call by pack_weight_kernel into
 //         Wp[g][kd][kh][kw][ci][co] (ci padded to the K tile, co to the M tile, zeros in
-//         the padding, float32 pre-rounded to TF32)
+//         the padding, float32 pre-rounded to TF32 unless split, see below)
 //     B   the input, gathered on the fly from any strides: x[n, ci, q+off] (zero outside)
 //
 // Tile. A block of 256 threads (8 warps, 2 x 4) computes 64 output channels x 128
@@ -27,6 +27,16 @@
 //
 // Epilogue. Accumulators (float) get the bias and are converted and stored straight to
 // y[n, g*Cog+co, q*s+r] at any output strides.
+//
+// Strict float32 (kSplit). Every kernel of the implicit-GEMM forward also runs float32 as
+// split TF32 ("3xTF32"): operands stay float32 in shared memory, each fragment register x
+// splits into hi = tf32(x) and lo = tf32(x - hi), and a*b is accumulated as lo_a*hi_b +
+// hi_a*lo_b + hi_a*hi_b. The dropped lo_a*lo_b is below 2^-22 of the product, and each
+// product of TF32 values is exact. The MMA's own float accumulation truncates, though, so
+// over a long K loop its errors, all of one sign, add up (measured on an H200: 1.7e-5 of
+// the largest output over K = 2592); split TF32 therefore sums each K tile in a fresh
+// accumulator and adds that to the running sum in float, rounding to nearest. The result
+// keeps float32 accuracy (the strict budget of SPEC §3) at three MMAs per step.
 //
 // Grid: x = position tile * phases + phase (neighbouring blocks write interleaved phases of
 // the same outputs), y = group * co tiles.
@@ -106,7 +116,7 @@ __host__ __device__ inline int64_t packed_weight_elems(const PackParams& p) {
   return p.groups * p.k[0] * p.k[1] * p.k[2] * p.cig_pad * p.cog_pad;
 }
 
-template <typename T>
+template <typename T, bool kSplit = false>
 __global__ void pack_weight_kernel(PackParams p) {
   const int64_t total = packed_weight_elems(p);
   const T* w = static_cast<const T*>(p.w);
@@ -126,7 +136,7 @@ __global__ void pack_weight_kernel(PackParams p) {
                           kh * p.w_str[3] + kw * p.w_str[4];
       v = Elem<T>::to_float(w[off]);
     }
-    if constexpr (sizeof(T) == 4) {
+    if constexpr (sizeof(T) == 4 && !kSplit) {
       wp[idx] = __uint_as_float(to_tf32(v));
     } else {
       wp[idx] = Elem<T>::from_float(v);
@@ -203,6 +213,71 @@ struct Mma<__nv_bfloat16> {  // m16n8k16 BF16, float accumulation
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
 };
+
+// Split TF32: x (float32 bits) becomes hi = tf32(x), and lo = tf32(x - hi) (x - hi is exact).
+__device__ __forceinline__ void split_tf32(uint32_t& x, uint32_t& lo) {
+  const float v = __uint_as_float(x);
+  const uint32_t hi = to_tf32(v);
+  lo = to_tf32(v - __uint_as_float(hi));
+  x = hi;
+}
+
+// d += a * b in split TF32: (ahi, alo) and (bhi, blo) from split_tf32.
+__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const uint32_t (&ahi)[4],
+                                           const uint32_t (&alo)[4], const uint32_t (&bhi)[2],
+                                           const uint32_t (&blo)[2]) {
+  Mma<float>::run(d, alo, bhi);
+  Mma<float>::run(d, ahi, blo);
+  Mma<float>::run(d, ahi, bhi);
+}
+
+// Accumulator tiles: zero, and acc += part (float adds, round to nearest).
+template <int MI, int NI>
+__device__ __forceinline__ void zero_acc(float (&a)[MI][NI][4]) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) a[i][j][e] = 0.f;
+}
+template <int MI, int NI>
+__device__ __forceinline__ void add_acc(float (&acc)[MI][NI][4], const float (&part)[MI][NI][4]) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] += part[i][j][e];
+}
+
+// The MMAs of one K step of a warp's tile: acc[mi][ni] += a[mi] * b[ni]. For float the
+// registers hold TF32 values, or, when kSplit, float32 values that are split here.
+template <typename T, bool kSplit, int MI, int NI>
+__device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], uint32_t (&a)[MI][4],
+                                         uint32_t (&b)[NI][2]) {
+  if constexpr (kSplit) {
+    static_assert(sizeof(T) == 4, "split TF32 is for float32");
+    uint32_t alo[MI][4], blo[NI][2];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) split_tf32(a[mi][q], alo[mi][q]);
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int q = 0; q < 2; ++q) split_tf32(b[ni][q], blo[ni][q]);
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) mma_3xtf32(acc[mi][ni], a[mi], alo[mi], b[ni], blo[ni]);
+  } else {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) Mma<T>::run(acc[mi][ni], a[mi], b[ni]);
+  }
+}
 
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem_row) {
   const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
@@ -289,8 +364,10 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[2][4][4],
 // ---------------------------------------------------------------------------------------
 // Index: the integer type of element offsets within x and y — int where both tensors span
 // fewer than 2^31 elements (cheaper address arithmetic), int64_t otherwise.
-template <typename T, int BK, typename Index>
-__global__ void __launch_bounds__(kThreads, 2) fprop_kernel(FpropParams p) {
+// kSplit: float32 as split TF32 (strict float32), see the top of this file. Its fragments
+// and partial sums need more than the 128 registers two blocks per multiprocessor leave.
+template <typename T, int BK, typename Index, bool kSplit = false>
+__global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2) fprop_kernel(FpropParams p) {
   using L = SmemLayout<T, BK>;
   // A tile: BK x 64 elements, loaded with 16-byte (or, for small tiles, 8-byte) vectors.
   constexpr int kABytes = BK * kBlockM * int(sizeof(T)) / kThreads;  // per thread
@@ -434,13 +511,13 @@ __global__ void __launch_bounds__(kThreads, 2) fprop_kernel(FpropParams p) {
 #pragma unroll
     for (int i = 0; i < kBRows; ++i) {
       T v = b_reg[i];
-      if constexpr (sizeof(T) == 4) v = __uint_as_float(to_tf32(v));  // round once, here
+      if constexpr (sizeof(T) == 4 && !kSplit) v = __uint_as_float(to_tf32(v));  // round once, here
       bs[(brow0 + i * kRowStep) * L::kBStride + bcol] = v;
     }
   };
 
-  // MMAs on shared stage s.
-  auto compute_tile = [&](int s) {
+  // MMAs on shared stage s, into dst.
+  auto compute_tile = [&](int s, float (&dst)[2][4][4]) {
     const T* as = As + s * L::kAStage;
     const T* bs = Bs + s * L::kBStage;
 #pragma unroll
@@ -470,10 +547,7 @@ __global__ void __launch_bounds__(kThreads, 2) fprop_kernel(FpropParams p) {
           b[2 * nj + 1][1] = t4[3];
         }
       }
-#pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-        for (int ni = 0; ni < 4; ++ni) Mma<T>::run(acc[mi][ni], a[mi], b[ni]);
+      warp_mma<T, kSplit>(dst, a, b);
     }
   };
 
@@ -485,7 +559,14 @@ __global__ void __launch_bounds__(kThreads, 2) fprop_kernel(FpropParams p) {
       const int s = int(kt & 1);
       const bool more = kt + 1 < num_k_tiles;
       if (more) load_tile(kt + 1);
-      compute_tile(s);
+      if constexpr (kSplit) {  // a fresh partial sum per K tile (see the top of this file)
+        float part[2][4][4];
+        zero_acc(part);
+        compute_tile(s, part);
+        add_acc(acc, part);
+      } else {
+        compute_tile(s, acc);
+      }
       if (more) store_tile(s ^ 1);
       __syncthreads();
     }

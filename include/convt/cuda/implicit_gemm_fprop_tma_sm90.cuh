@@ -34,7 +34,8 @@
 //  - A (input): element (c, w) of a segment is at c*144 + (w + shift)*sizeof(T) bytes.
 //    TF32: the MMA's k index t (0..3) maps to channel 2t and t+4 to channel 2t+1 of the
 //    8-channel step (B is packed in the same order), so a warp's 32 loads hit banks
-//    8t + g + const: no conflicts. Values are rounded to TF32 (cvt.rna) after the load.
+//    8t + g + const: no conflicts. Values are rounded to TF32 (cvt.rna) after the load, or,
+//    for strict float32 (kSplit), split into two TF32 values (3xTF32, like B).
 //    FP16/BF16: each A register pairs two channels of one position, two 16-bit loads
 //    (banks 8t + g/2 + const); the window's shift rules out ldmatrix.
 //  - B: for each MMA K step and pair of n8 columns, the 32 lanes' fragments are stored
@@ -67,6 +68,10 @@ using igemm::Elem;
 using igemm::Mma;
 using igemm::PhaseTaps;
 using igemm::phase_taps;
+using igemm::add_acc;
+using igemm::mma_3xtf32;
+using igemm::zero_acc;
+using igemm::split_tf32;
 using igemm::to_tf32;
 
 constexpr int kConsumerWarps = 4;
@@ -132,7 +137,7 @@ __host__ __device__ inline int64_t tma_packed_weight_elems(const TmaPackParams& 
   return int64_t(p.groups) * p.k[0] * p.k[1] * p.k[2] * p.ci_chunks * p.co_tiles * bn * bk;
 }
 
-template <typename T, int BN, int BK>
+template <typename T, int BN, int BK, bool kSplit = false>
 __global__ void pack_weight_tma_kernel(TmaPackParams p) {
   constexpr int kTile = BN * BK;
   constexpr int kNPairs = BN / 16;
@@ -168,7 +173,7 @@ __global__ void pack_weight_tma_kernel(TmaPackParams p) {
                           kd * p.w_str[2] + kh * p.w_str[3] + kw * p.w_str[4];
       v = Elem<T>::to_float(w[off]);
     }
-    if constexpr (sizeof(T) == 4) {
+    if constexpr (sizeof(T) == 4 && !kSplit) {
       wp[idx] = __uint_as_float(to_tf32(v));
     } else {
       wp[idx] = Elem<T>::from_float(v);
@@ -261,8 +266,9 @@ __device__ __forceinline__ uint32_t lds16(uint32_t addr) {
 // ---------------------------------------------------------------------------------------
 // The kernel
 // ---------------------------------------------------------------------------------------
-template <typename T, int BN, int BK>
-__global__ void __launch_bounds__(kThreads)
+// kSplit: float32 as split TF32 (strict float32), see implicit_gemm_fprop_sm80.cuh.
+template <typename T, int BN, int BK, bool kSplit = false>
+__global__ void __launch_bounds__(kThreads, 2)
     fprop_tma_kernel(const __grid_constant__ CUtensorMap xmap, const TmaFpropParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using L = Smem<T, BN, BK>;
@@ -447,6 +453,10 @@ __global__ void __launch_bounds__(kThreads)
                             uint32_t(seg * L::kSegBytes + shift * int(sizeof(T)));
     const uint32_t b_base =
         smem_base + uint32_t(stage) * L::kStageBytes + L::kABytes + uint32_t(lane) * 16;
+    // Split TF32 sums each K step in a fresh partial accumulator (see
+    // implicit_gemm_fprop_sm80.cuh).
+    [[maybe_unused]] float part[2][kNi][4];
+    if constexpr (kSplit) zero_acc(part);
 #pragma unroll
     for (int ks = 0; ks < BK / kMmaK; ++ks) {
       const uint32_t kb = a_base + uint32_t(ks * kMmaK * L::kRowBytes);
@@ -456,7 +466,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           if constexpr (sizeof(T) == 4) {
-            a[mi][q] = to_tf32(__uint_as_float(lds32(kb + a_off[mi][q])));
+            const uint32_t v = lds32(kb + a_off[mi][q]);
+            a[mi][q] = kSplit ? v : to_tf32(__uint_as_float(v));
           } else {
             const uint32_t lo = lds16(kb + a_off[mi][q]);
             const uint32_t hi = lds16(kb + a_off[mi][q] + L::kRowBytes);
@@ -464,18 +475,39 @@ __global__ void __launch_bounds__(kThreads)
           }
         }
       }
+      [[maybe_unused]] uint32_t alo[2][4];  // split TF32 only
+      if constexpr (kSplit) {
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) split_tf32(a[mi][q], alo[mi][q]);
+      }
 #pragma unroll
       for (int np = 0; np < BN / 16; ++np) {
         const uint4 bv = lds128(b_base + uint32_t((ks * (BN / 16) + np) * 32 * 16));
-        const uint32_t b0[2] = {bv.x, bv.y};
-        const uint32_t b1[2] = {bv.z, bv.w};
+        uint32_t b[2][2] = {{bv.x, bv.y}, {bv.z, bv.w}};
+        if constexpr (kSplit) {
+          uint32_t blo[2][2];
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi) {
-          Mma<T>::run(acc[mi][2 * np], a[mi], b0);
-          Mma<T>::run(acc[mi][2 * np + 1], a[mi], b1);
+          for (int j = 0; j < 2; ++j) {
+            split_tf32(b[j][0], blo[j][0]);
+            split_tf32(b[j][1], blo[j][1]);
+          }
+#pragma unroll
+          for (int mi = 0; mi < 2; ++mi) {
+            mma_3xtf32(part[mi][2 * np], a[mi], alo[mi], b[0], blo[0]);
+            mma_3xtf32(part[mi][2 * np + 1], a[mi], alo[mi], b[1], blo[1]);
+          }
+        } else {
+#pragma unroll
+          for (int mi = 0; mi < 2; ++mi) {
+            Mma<T>::run(acc[mi][2 * np], a[mi], b[0]);
+            Mma<T>::run(acc[mi][2 * np + 1], a[mi], b[1]);
+          }
         }
       }
     }
+    if constexpr (kSplit) add_acc(acc, part);
     // Every consumer thread releases the stage after its own last read of it.
     mbar_arrive(smem_addr(&empty_bar[stage]));
     if (++stage == kStages) {
