@@ -237,7 +237,7 @@ bool tma_supported(int device) {
 // groups), box (one segment row of 144 bytes, 1, 1, BK, 1), no swizzle, zeros out of
 // bounds. Returns false (and why) when x's layout does not suit one.
 bool make_x_tensor_map(CUtensorMap* map, const Problem& p, const TensorRef& x, int bk,
-                       std::string* why) {
+                       int row_bytes, std::string* why) {
   auto no = [&](const char* reason) {
     if (why) *why = reason;
     return false;
@@ -275,7 +275,7 @@ bool make_x_tensor_map(CUtensorMap* map, const Problem& p, const TensorRef& x, i
   if (encode == nullptr) return no("the driver has no cuTensorMapEncodeTiled");
   const cuuint64_t gstrides[4] = {cuuint64_t(strides[0]), cuuint64_t(strides[1]),
                                   cuuint64_t(strides[2]), cuuint64_t(strides[3])};
-  const cuuint32_t box[5] = {cuuint32_t((128 + 16) / e), 1, 1, cuuint32_t(bk), 1};
+  const cuuint32_t box[5] = {cuuint32_t(row_bytes / e), 1, 1, cuuint32_t(bk), 1};
   const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
   CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   if (p.dtype == DType::kFloat16) type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
@@ -288,8 +288,9 @@ bool make_x_tensor_map(CUtensorMap* map, const Problem& p, const TensorRef& x, i
 }
 
 template <typename T, int BN, int BK, bool kSplit>
-void launch_tma(const Problem& p, const CUtensorMap& map, const TensorRef& w,
-                const TensorRef* b, const TensorRef& y, const ExecOptions& opt, int device) {
+void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUtensorMap& map,
+                const TensorRef& w, const TensorRef* b, const TensorRef& y,
+                const ExecOptions& opt, int device) {
   using namespace tma;
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
   TmaPackParams pk{};
@@ -330,6 +331,8 @@ void launch_tma(const Problem& p, const CUtensorMap& map, const TensorRef& w,
     phases *= p.stride[d];
   }
   fp.num_phases = int(phases);
+  fp.row_bytes = plan.tma_row_bytes;
+  fp.w_taps = plan.tma_w_taps;
   const Dims q = phase0_positions(p);
   const int64_t segs = p.batch * q[0] * q[1] * ((q[2] + Seg<T>::kW - 1) / Seg<T>::kW);
   const int64_t tiles = (segs + Seg<T>::kCount - 1) / Seg<T>::kCount;
@@ -343,18 +346,32 @@ void launch_tma(const Problem& p, const CUtensorMap& map, const TensorRef& w,
 }
 
 template <typename T, bool kSplit = false>
-void launch_tma_tile(int bn, int bk, const Problem& p, const CUtensorMap& map,
-                     const TensorRef& w, const TensorRef* b, const TensorRef& y,
-                     const ExecOptions& opt, int device) {
+void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                     const CUtensorMap& map, const TensorRef& w, const TensorRef* b,
+                     const TensorRef& y, const ExecOptions& opt, int device) {
+  const int bn = plan.tma_bn, bk = plan.tma_bk;
   if constexpr (kSplit) {  // the planner gives split TF32 the 32-channel tile only
-    if (bk == 16) launch_tma<T, 32, 16, true>(p, map, w, b, y, opt, device);
-    else launch_tma<T, 32, 32, true>(p, map, w, b, y, opt, device);
+    if (bk == 16) launch_tma<T, 32, 16, true>(plan, p, map, w, b, y, opt, device);
+    else launch_tma<T, 32, 32, true>(plan, p, map, w, b, y, opt, device);
   } else {
-    if (bn == 32 && bk == 16) launch_tma<T, 32, 16, false>(p, map, w, b, y, opt, device);
-    else if (bn == 32) launch_tma<T, 32, 32, false>(p, map, w, b, y, opt, device);
-    else if (bk == 16) launch_tma<T, 64, 16, false>(p, map, w, b, y, opt, device);
-    else launch_tma<T, 64, 32, false>(p, map, w, b, y, opt, device);
+    if (bn == 32 && bk == 16) launch_tma<T, 32, 16, false>(plan, p, map, w, b, y, opt, device);
+    else if (bn == 32) launch_tma<T, 32, 32, false>(plan, p, map, w, b, y, opt, device);
+    else if (bk == 16) launch_tma<T, 64, 16, false>(plan, p, map, w, b, y, opt, device);
+    else launch_tma<T, 64, 32, false>(plan, p, map, w, b, y, opt, device);
   }
+}
+
+// Stages of the TMA kernel's pipeline for a tile, box row and W taps (see tma::Smem).
+template <typename T>
+int tma_stages_t(int bn, int bk, int row_bytes, int w_taps) {
+  if (bn == 32 && bk == 16) return tma::Smem<T, 32, 16>::stages(row_bytes, w_taps);
+  if (bn == 32) return tma::Smem<T, 32, 32>::stages(row_bytes, w_taps);
+  if (bk == 16) return tma::Smem<T, 64, 16>::stages(row_bytes, w_taps);
+  return tma::Smem<T, 64, 32>::stages(row_bytes, w_taps);
+}
+int tma_stages(DType dt, int bn, int bk, int row_bytes, int w_taps) {
+  if (dt == DType::kFloat32) return tma_stages_t<float>(bn, bk, row_bytes, w_taps);
+  return tma_stages_t<__half>(bn, bk, row_bytes, w_taps);  // same sizes for bfloat16
 }
 
 }  // namespace
@@ -437,13 +454,13 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
     // 64-channel tile would spill at the 168 registers that leaves).
     plan.tma_bn = cog > 32 && !plan.split ? 64 : 32;
     plan.tma_bk = plan.block_k;
-    const int64_t co_tiles = (cog + plan.tma_bn - 1) / plan.tma_bn;
     // Segments of 32 (float) or 64 (16-bit) positions along W, four or two per tile.
     const int64_t seg_w = 128 / dtype_size(p.dtype);
     const int64_t segs = p.batch * q[0] * q[1] * ((q[2] + seg_w - 1) / seg_w);
     const int64_t tiles = (segs + 128 / seg_w - 1) / (128 / seg_w);
-    // Taps of the busiest phase: per dimension ceil(K / step), step = s / gcd(s, dilation).
-    int64_t phase_taps = 1;
+    // Taps of the busiest phase: per dimension ceil(K / step), step = s / gcd(s, dilation);
+    // along W consecutive taps read columns doff = step * dilation / s apart.
+    int64_t phase_taps = 1, w_taps = 1, w_doff = 0;
     for (int d = 0; d < 3; ++d) {
       int64_t a = p.stride[d], b = p.dilation[d];
       while (b != 0) {
@@ -453,16 +470,43 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
       }
       const int64_t step = p.stride[d] / a;
       phase_taps *= (p.kernel_size[d] + step - 1) / step;
+      if (d == 2) {
+        w_taps = (p.kernel_size[d] + step - 1) / step;
+        w_doff = step * p.dilation[d] / p.stride[d];
+      }
     }
-    // Each K step of the TMA kernel loads its input window anew, so with many taps per
-    // phase the copies, not the MMAs, set its pace: measured on an H200 (docs/kernels.md),
-    // the gather kernel is faster from about 27 taps per phase (3-D 3x3x3 and larger).
-    constexpr int64_t kTmaMaxTaps = 24;
+    // A box row holds the windows of every W tap of a phase; a stage holds the boxes and
+    // one weight tile per W tap. The tile: the widest K step that leaves three stages,
+    // else two; the 32-channel tile if that is what it takes.
+    const int64_t e = dtype_size(p.dtype);
+    const int64_t span = seg_w + (w_taps - 1) * w_doff;
+    bool fits = false;
+    if (span * e <= 4096) {
+      plan.tma_row_bytes = tma::tma_row_bytes(int(span), int(e));
+      plan.tma_w_taps = int(w_taps);
+      for (int min_stages : {3, 2}) {
+        const int cand[3][2] = {{plan.tma_bn, plan.tma_bk}, {plan.tma_bn, 16}, {32, 16}};
+        for (const auto& c : cand) {
+          if (tma_stages(p.dtype, c[0], c[1], plan.tma_row_bytes, int(w_taps)) >= min_stages) {
+            plan.tma_bn = c[0];
+            plan.tma_bk = c[1];
+            fits = true;
+            break;
+          }
+        }
+        if (fits) break;
+      }
+    }
+    const bool box_ok = fits && plan.tma_row_bytes / e <= 256;
+    // With every W tap of a phase served by one box, the TMA kernel is ahead of the gather
+    // and strip kernels on every KernelBench shape, 3-D stride-1 ones with 27-105 taps
+    // per phase included (H200, docs/kernels.md): it runs wherever it can.
+    (void)phase_taps;
+    const int64_t co_tiles = (cog + plan.tma_bn - 1) / plan.tma_bn;
     if (p.groups > 65535)
       plan.tma_reason = "too many groups";
-    else if (phase_taps > kTmaMaxTaps && opt.forward_kernel == ForwardKernel::kAuto)
-      plan.tma_reason = detail::str_cat(phase_taps, " taps per phase (the gather kernel is "
-                                        "faster beyond ", kTmaMaxTaps, ")");
+    else if (!box_ok)
+      plan.tma_reason = "the W taps' input window is too wide for a TMA box";
     else if (tiles * phases * co_tiles > INT_MAX)
       plan.tma_reason = "grid too large";
     else
@@ -534,12 +578,13 @@ bool choose_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const Tenso
     *why = "device or build without sm_90 TMA";
     return false;
   }
-  return make_x_tensor_map(map, p, x, plan.tma_bk, why);
+  return make_x_tensor_map(map, p, x, plan.tma_bk, plan.tma_row_bytes, why);
 }
 
 std::string describe_tma(const ImplicitGemmFpropPlan& plan) {
   return detail::str_cat("implicit-GEMM TMA + mma.sync", plan.split ? " 3xTF32" : "",
-                         ", tile 128 positions x ", plan.tma_bn,
+                         ", ", plan.tma_w_taps, " W taps per box, tile 128 positions x ",
+                         plan.tma_bn,
                          " channels x ", plan.tma_bk, ", workspace ", plan.workspace_bytes, " B");
 }
 
@@ -574,15 +619,15 @@ std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Pro
     switch (p.dtype) {
       case DType::kFloat32:
         if (plan.split)
-          launch_tma_tile<float, true>(plan.tma_bn, plan.tma_bk, p, map, w, b, y, opt, device);
+          launch_tma_tile<float, true>(plan, p, map, w, b, y, opt, device);
         else
-          launch_tma_tile<float>(plan.tma_bn, plan.tma_bk, p, map, w, b, y, opt, device);
+          launch_tma_tile<float>(plan, p, map, w, b, y, opt, device);
         break;
       case DType::kFloat16:
-        launch_tma_tile<__half>(plan.tma_bn, plan.tma_bk, p, map, w, b, y, opt, device);
+        launch_tma_tile<__half>(plan, p, map, w, b, y, opt, device);
         break;
       case DType::kBFloat16:
-        launch_tma_tile<__nv_bfloat16>(plan.tma_bn, plan.tma_bk, p, map, w, b, y, opt, device);
+        launch_tma_tile<__nv_bfloat16>(plan, p, map, w, b, y, opt, device);
         break;
       default: throw Error("convt: implicit-GEMM forward called for an unsupported dtype");
     }

@@ -27,6 +27,8 @@ struct ImplicitGemmFpropPlan {
   bool tma = false;
   std::string tma_reason;  // why not, when !tma
   int tma_bn = 0, tma_bk = 0;
+  int tma_row_bytes = 0;  // bytes of a box row: the windows of every W tap of a phase
+  int tma_w_taps = 0;     // W taps of the widest phase (weight tiles per stage)
   std::string describe() const;
 };
 

@@ -557,6 +557,10 @@ TEST(CudaTmaPath, DeclinesLayoutsATensorMapCannotDescribe) {
       {make_problem(2, 2, 32, 32, 2, {4, 16, 1}, {3, 3, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
                     {1, 1, 1}, false),
        Layout::kRowPadded, "input batch stride does not join batch and groups"},
+      // W taps 100 columns apart: their windows (64 + 200 columns) exceed a 256-wide box.
+      {make_problem(2, 1, 16, 16, 1, {3, 16, 1}, {2, 3, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                    {1, 100, 1}, false),
+       Layout::kContiguous, "too wide for a TMA box"},
   };
   uint64_t seed = 5;
   for (const Decline& d : declines) {

@@ -14,30 +14,35 @@
 //
 // Why this works without any gather: for a fixed tap and block of input channels, the
 // inputs of kSegW consecutive positions q_w of one output row of a phase are kSegW
-// consecutive input columns. So the block's 128 positions are split into segments of
-// kW = 128 bytes / sizeof(T) positions (32 for float, 64 for 16-bit types) along W, and
-// each (segment, K step) is one TMA box of x: [BK channels][1][1][kW + kAlign columns]
-// (see Seg: a box must start on a 16-byte boundary, so it starts up to kAlign - 1 columns
-// early). The tensor map's bounds checks do the padding and the borders (out-of-range
-// elements read as zero), and the channel dimension of the map stops at the group's
-// channel count, so a partial channel block reads zeros, never the next group. Box rows
-// are 144 bytes (36 banks) apart, which keeps the fragment loads below conflict-free.
+// consecutive input columns, and the W taps of the phase shift that window by doff
+// columns each. So the block's 128 positions are split into segments of kW = 128 bytes /
+// sizeof(T) positions (32 for float, 64 for 16-bit types) along W, and each (segment,
+// K step) is one TMA box of x, [BK channels][1][1][row], whose row holds the windows of
+// every W tap of the phase: a K step is (D tap, H tap, block of BK channels), and its
+// stage serves all W taps, one weight tile each (see Seg: a box must also start on a
+// 16-byte boundary, so it starts up to kAlign - 1 columns early). The tensor map's bounds
+// checks do the padding and the borders (out-of-range elements read as zero), and the
+// channel dimension of the map stops at the group's channel count, so a partial channel
+// block reads zeros, never the next group. Box rows are an odd multiple of 16 bytes
+// apart, which keeps the fragment loads below conflict-free.
 //
-// Warp roles. One producer warp (one elected thread) walks the K steps (tap, channel
-// block), waits for a free stage, and issues the boxes of the block's segments plus one
-// bulk copy of the packed weight tile, all completing on the stage's "full" mbarrier.
+// Warp roles. One producer warp (one elected thread) walks the K steps, waits for a free
+// stage, and issues the boxes of the block's segments plus one bulk copy per W tap of the
+// packed weight tile, all completing on the stage's "full" mbarrier.
 // Four consumer warps each own 32 positions (rows of A) and all BN channels; they wait on
 // "full", run mma.sync (TF32 m16n8k8, FP16/BF16 m16n8k16, float accumulation), and
-// release the stage on its "empty" mbarrier (one arrival per consumer thread). kStages stages are in flight.
+// release the stage on its "empty" mbarrier (one arrival per consumer thread). As many
+// stages as fit in 104 KB (two blocks per multiprocessor), at most kMaxStages, are in
+// flight.
 //
 // Fragments.
-//  - A (input): element (c, w) of a segment is at c*144 + (w + shift)*sizeof(T) bytes.
-//    TF32: the MMA's k index t (0..3) maps to channel 2t and t+4 to channel 2t+1 of the
-//    8-channel step (B is packed in the same order), so a warp's 32 loads hit banks
-//    8t + g + const: no conflicts. Values are rounded to TF32 (cvt.rna) after the load, or,
+//  - A (input): element (c, w) of tap j's window is at c*row_bytes + (w + col_j)*sizeof(T)
+//    bytes, row_bytes = 16 (mod 32). TF32: the MMA's k index t (0..3) maps to channel 2t
+//    and t+4 to channel 2t+1 of the 8-channel step (B is packed in the same order), so a
+//    warp's 32 loads hit banks 8t + g + const (mod 32): no conflicts. Values are rounded to TF32 (cvt.rna) after the load, or,
 //    for strict float32 (kSplit), split into two TF32 values (3xTF32, like B).
 //    FP16/BF16: each A register pairs two channels of one position, two 16-bit loads
-//    (banks 8t + g/2 + const); the window's shift rules out ldmatrix.
+//    (banks 8t + g/2 + const); the windows' shifts rule out ldmatrix.
 //  - B: for each MMA K step and pair of n8 columns, the 32 lanes' fragments are stored
 //    consecutively, 16 bytes per lane (b[n][0], b[n][1], b[n+8][0], b[n+8][1]), so one
 //    128-bit load per lane fetches four B registers, conflict-free.
@@ -80,31 +85,46 @@ constexpr int kBlockM = 128;  // output positions per block (32 per consumer war
 constexpr int kMaxStages = 8;
 
 // A segment: kW consecutive positions of one output row of a phase (128 bytes of them).
-// Its box holds kRow = kW + kAlign input columns per channel: TMA boxes must start at a
-// multiple of 16 bytes along the innermost dimension, so a box starts at the aligned
-// column at or before the tap's first column and the tap's window begins `shift`
-// (< kAlign) columns into it.
+// Its box holds, per channel, the input columns of every W tap of the phase: tap j's
+// window of kW columns starts (count_w - 1 - j) * doff columns after tap count_w - 1's, so
+// the box covers kW + (count_w - 1) * doff columns, plus up to kAlign - 1 in front: TMA
+// boxes must start at a multiple of 16 bytes along the innermost dimension, so a box
+// starts at the aligned column at or before its first column. The host sizes the box row
+// (TmaFpropParams::row_bytes, see tma_row_bytes) for the widest phase.
 template <typename T>
 struct Seg {
   static constexpr int kW = 128 / int(sizeof(T));     // positions per segment
   static constexpr int kCount = kBlockM / kW;         // segments per block
   static constexpr int kAlign = 16 / int(sizeof(T));  // columns per 16 bytes
-  static constexpr int kRow = kW + kAlign;            // columns per box row (144 bytes)
 };
 
+// Bytes of one box row for W windows spanning `span` = kW + (taps - 1) * doff columns:
+// at least span + kAlign - 1 columns, a multiple of 16 bytes, and an odd multiple of 16
+// (16 mod 32), which keeps the fragment loads free of bank conflicts (see the kernel).
+__host__ __device__ constexpr int tma_row_bytes(int span_cols, int elem_bytes) {
+  const int need = (span_cols * elem_bytes + 16 - elem_bytes + 15) / 16 * 16;
+  return need % 32 == 16 ? need : need + 16;
+}
+
+// Shared memory of one block: `stages` stages of [kSegs boxes][count_w weight tiles].
 template <typename T, int BN, int BK>
 struct Smem {
-  static constexpr int kRowBytes = Seg<T>::kRow * int(sizeof(T));
-  static constexpr int kSegBytes = BK * kRowBytes;           // one segment's box
-  static constexpr int kABytes = Seg<T>::kCount * kSegBytes;  // A of one stage
-  static constexpr int kBBytes = BN * BK * int(sizeof(T));   // B of one stage
-  static constexpr int kStageBytes = kABytes + kBBytes;
-  // About 104 KB of stages: two blocks per multiprocessor.
-  static constexpr int kStages =
-      (104 * 1024) / kStageBytes > kMaxStages ? kMaxStages : (104 * 1024) / kStageBytes;
-  static constexpr size_t kBytes = size_t(kStages) * kStageBytes + 128;  // + alignment
-  static_assert(kStageBytes % 128 == 0 && kSegBytes % 128 == 0, "128-byte aligned boxes");
-  static_assert(kStages >= 2, "at least two stages");
+  static constexpr int kBBytes = BN * BK * int(sizeof(T));  // one weight tile
+  static constexpr int kBudget = 104 * 1024;                 // two blocks per multiprocessor
+  static constexpr size_t kBytes = size_t(kBudget) + 128;   // + alignment
+  static_assert(kBBytes % 128 == 0, "128-byte aligned tiles");
+  __host__ __device__ static constexpr int seg_bytes(int row_bytes) { return BK * row_bytes; }
+  __host__ __device__ static constexpr int a_bytes(int row_bytes) {
+    return Seg<T>::kCount * seg_bytes(row_bytes);
+  }
+  __host__ __device__ static constexpr int stage_bytes(int row_bytes, int w_taps) {
+    return (a_bytes(row_bytes) + w_taps * kBBytes + 127) / 128 * 128;
+  }
+  __host__ __device__ static constexpr int stages(int row_bytes, int w_taps) {
+    return kBudget / stage_bytes(row_bytes, w_taps) < kMaxStages
+               ? kBudget / stage_bytes(row_bytes, w_taps)
+               : kMaxStages;
+  }
 };
 
 struct TmaFpropParams {
@@ -117,6 +137,8 @@ struct TmaFpropParams {
   int ci_chunks;  // cig_pad / BK
   int co_tiles;   // cog_pad / BN
   int num_phases;
+  int row_bytes;  // bytes of a box row (the tensor map's box width), see tma_row_bytes
+  int w_taps;     // W taps of the widest phase (weight tiles a stage holds)
   int out[3], k[3], stride[3], pad[3], dil[3];
 };
 
@@ -275,15 +297,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   constexpr int kSegW = Seg<T>::kW;
   constexpr int kSegs = Seg<T>::kCount;
   constexpr int kAlign = Seg<T>::kAlign;
-  constexpr int kRow = Seg<T>::kRow;
-  constexpr int kStages = L::kStages;
   constexpr int kMmaK = Mma<T>::kK;
   constexpr int kNi = BN / 8;  // n8 columns per warp
   static_assert(BN % 16 == 0 && BK % kMmaK == 0, "tile shape");
 
   extern __shared__ unsigned char smem_raw[];
-  __shared__ __align__(8) uint64_t full_bar[kStages];
-  __shared__ __align__(8) uint64_t empty_bar[kStages];
+  __shared__ __align__(8) uint64_t full_bar[kMaxStages];
+  __shared__ __align__(8) uint64_t empty_bar[kMaxStages];
   __shared__ int64_t s_ybase[kSegs];  // output offset of the segment's first position
   __shared__ int s_valid[kSegs];      // positions of the segment that exist (0: none)
   __shared__ int s_coord[kSegs][3];   // TMA coordinates (w, h, d) of tap 0, channel 0
@@ -345,6 +365,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   // Stage buffers, aligned to 128 bytes.
   const uint32_t smem_base = (smem_addr(smem_raw) + 127u) & ~127u;
+  const int row_bytes = p.row_bytes;
+  const int seg_bytes = L::seg_bytes(row_bytes);
+  const int a_bytes = L::a_bytes(row_bytes);
+  const int stage_bytes = L::stage_bytes(row_bytes, p.w_taps);
+  const int kStages = L::stages(row_bytes, p.w_taps);
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(smem_addr(&full_bar[s]), 1);
@@ -355,8 +380,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   __syncthreads();
 
-  const int num_taps = taps[0].count * taps[1].count * taps[2].count;
-  const int num_chunks = num_taps * p.ci_chunks;
+  // One K step per (D tap, H tap, channel block); its stage holds every W tap of it.
+  const int w_count = taps[2].count, w_doff = taps[2].doff;
+  const int num_chunks = w_count > 0 ? taps[0].count * taps[1].count * p.ci_chunks : 0;
 
   if (warp == kConsumerWarps) {
     // ---------------- producer ----------------
@@ -366,42 +392,43 @@ __global__ void __launch_bounds__(kThreads, 2)
       int nseg = 0;
 #pragma unroll
       for (int s = 0; s < kSegs; ++s) nseg += s_valid[s] > 0 ? 1 : 0;
-      const uint32_t bytes = uint32_t(nseg * L::kSegBytes + L::kBBytes);
+      const uint32_t bytes = uint32_t(nseg * seg_bytes + w_count * L::kBBytes);
       const T* wbase = static_cast<const T*>(p.wp);
-      int jd = 0, jh = 0, jw = 0, cic = 0;
+      int jd = 0, jh = 0, cic = 0;
       int stage = 0;
       uint32_t parity = 0;
+      // The box of a segment starts at the aligned column at or before its last W tap's
+      // window, which begins (w_count - 1) * doff columns before tap 0's.
+      const int w_back = (w_count - 1) * w_doff;
       for (int kc = 0; kc < num_chunks; ++kc) {
         const uint32_t full = smem_addr(&full_bar[stage]);
         if (kc >= kStages) mbar_wait(smem_addr(&empty_bar[stage]), parity ^ 1u);
         mbar_arrive_expect_tx(full, bytes);
-        const uint32_t a_dst = smem_base + uint32_t(stage) * L::kStageBytes;
-        const int dw = jw * taps[2].doff, dh = jh * taps[1].doff, dd = jd * taps[0].doff;
+        const uint32_t a_dst = smem_base + uint32_t(stage * stage_bytes);
+        const int dh = jh * taps[1].doff, dd = jd * taps[0].doff;
 #pragma unroll
         for (int s = 0; s < kSegs; ++s) {
           if (s_valid[s] > 0)
-            tma_load_5d(a_dst + s * L::kSegBytes, &xmap, full,
-                        (s_coord[s][0] - dw) & ~(kAlign - 1), s_coord[s][1] - dh,
+            tma_load_5d(a_dst + s * seg_bytes, &xmap, full,
+                        (s_coord[s][0] - w_back) & ~(kAlign - 1), s_coord[s][1] - dh,
                         s_coord[s][2] - dd, cic * BK, s_ng[s]);
         }
         const int kd = taps[0].k0 + jd * taps[0].step;
         const int kh = taps[1].k0 + jh * taps[1].step;
-        const int kw = taps[2].k0 + jw * taps[2].step;
-        const int64_t tile_idx =
-            ((((int64_t(g) * p.k[0] + kd) * p.k[1] + kh) * p.k[2] + kw) * p.ci_chunks + cic) *
-                p.co_tiles +
-            cot;
-        bulk_load(a_dst + L::kABytes, wbase + tile_idx * (BN * BK), uint32_t(L::kBBytes),
-                  full);
-        // next K step: channel chunk fastest, then W, H, D taps
+        for (int jw = 0; jw < w_count; ++jw) {
+          const int kw = taps[2].k0 + jw * taps[2].step;
+          const int64_t tile_idx =
+              ((((int64_t(g) * p.k[0] + kd) * p.k[1] + kh) * p.k[2] + kw) * p.ci_chunks +
+               cic) * p.co_tiles + cot;
+          bulk_load(a_dst + a_bytes + jw * L::kBBytes, wbase + tile_idx * (BN * BK),
+                    uint32_t(L::kBBytes), full);
+        }
+        // next K step: channel chunk fastest, then H, D taps
         if (++cic == p.ci_chunks) {
           cic = 0;
-          if (++jw == taps[2].count) {
-            jw = 0;
-            if (++jh == taps[1].count) {
-              jh = 0;
-              ++jd;
-            }
+          if (++jh == taps[1].count) {
+            jh = 0;
+            ++jd;
           }
         }
         if (++stage == kStages) {
@@ -437,86 +464,87 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int w = w0 + mi * 16 + gid + (q % 2) * 8;
       // TF32: k = t -> channel 2t, k = t+4 -> 2t+1. 16-bit: k = 2t, 2t+1 (+8 for q/2).
       const int c = sizeof(T) == 4 ? 2 * tig + q / 2 : 2 * tig + (q / 2) * 8;
-      a_off[mi][q] = uint32_t((c * kRow + w) * int(sizeof(T)));
+      a_off[mi][q] = uint32_t(c * row_bytes + w * int(sizeof(T)));
     }
   }
-  const int w_doff = taps[2].doff, w_count = taps[2].count;
-  const int w_first = s_coord[seg][0];  // valid for segments that exist
+  // Column of tap jw's window within the segment's box: tap w_count - 1 starts `lead`
+  // columns in (the box starts at the aligned column at or before it), tap jw
+  // (w_count - 1 - jw) * doff columns after that.
+  const int w_last = s_coord[seg][0] - (w_count - 1) * w_doff;  // for segments that exist
+  const int lead = w_last & (kAlign - 1);
 
   int stage = 0;
   uint32_t parity = 0;
-  int jw = 0, cic = 0;  // the W tap and channel chunk of the K step (as the producer)
   for (int kc = 0; kc < num_chunks; ++kc) {
-    const int shift = (w_first - jw * w_doff) & (kAlign - 1);
     mbar_wait(smem_addr(&full_bar[stage]), parity);
-    const uint32_t a_base = smem_base + uint32_t(stage) * L::kStageBytes +
-                            uint32_t(seg * L::kSegBytes + shift * int(sizeof(T)));
-    const uint32_t b_base =
-        smem_base + uint32_t(stage) * L::kStageBytes + L::kABytes + uint32_t(lane) * 16;
-    // Split TF32 sums each K step in a fresh partial accumulator (see
-    // implicit_gemm_fprop_sm80.cuh).
-    [[maybe_unused]] float part[2][kNi][4];
-    if constexpr (kSplit) zero_acc(part);
+    const uint32_t stage_base = smem_base + uint32_t(stage * stage_bytes);
+    for (int jw = 0; jw < w_count; ++jw) {
+      // Split TF32 sums each (K step, W tap) in a fresh partial accumulator (see
+      // implicit_gemm_fprop_sm80.cuh).
+      [[maybe_unused]] float part[2][kNi][4];
+      if constexpr (kSplit) zero_acc(part);
+      const int col = lead + (w_count - 1 - jw) * w_doff;
+      const uint32_t a_base =
+          stage_base + uint32_t(seg * seg_bytes + col * int(sizeof(T)));
+      const uint32_t b_base = stage_base + uint32_t(a_bytes + jw * L::kBBytes) +
+                              uint32_t(lane) * 16;
 #pragma unroll
-    for (int ks = 0; ks < BK / kMmaK; ++ks) {
-      const uint32_t kb = a_base + uint32_t(ks * kMmaK * L::kRowBytes);
-      uint32_t a[2][4];
+      for (int ks = 0; ks < BK / kMmaK; ++ks) {
+        const uint32_t kb = a_base + uint32_t(ks * kMmaK * row_bytes);
+        uint32_t a[2][4];
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi) {
+        for (int mi = 0; mi < 2; ++mi) {
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          if constexpr (sizeof(T) == 4) {
-            const uint32_t v = lds32(kb + a_off[mi][q]);
-            a[mi][q] = kSplit ? v : to_tf32(__uint_as_float(v));
-          } else {
-            const uint32_t lo = lds16(kb + a_off[mi][q]);
-            const uint32_t hi = lds16(kb + a_off[mi][q] + L::kRowBytes);
-            a[mi][q] = lo | (hi << 16);
+          for (int q = 0; q < 4; ++q) {
+            if constexpr (sizeof(T) == 4) {
+              const uint32_t v = lds32(kb + a_off[mi][q]);
+              a[mi][q] = kSplit ? v : to_tf32(__uint_as_float(v));
+            } else {
+              const uint32_t lo = lds16(kb + a_off[mi][q]);
+              const uint32_t hi = lds16(kb + a_off[mi][q] + row_bytes);
+              a[mi][q] = lo | (hi << 16);
+            }
           }
         }
-      }
-      [[maybe_unused]] uint32_t alo[2][4];  // split TF32 only
-      if constexpr (kSplit) {
-#pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-          for (int q = 0; q < 4; ++q) split_tf32(a[mi][q], alo[mi][q]);
-      }
-#pragma unroll
-      for (int np = 0; np < BN / 16; ++np) {
-        const uint4 bv = lds128(b_base + uint32_t((ks * (BN / 16) + np) * 32 * 16));
-        uint32_t b[2][2] = {{bv.x, bv.y}, {bv.z, bv.w}};
+        [[maybe_unused]] uint32_t alo[2][4];  // split TF32 only
         if constexpr (kSplit) {
-          uint32_t blo[2][2];
 #pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            split_tf32(b[j][0], blo[j][0]);
-            split_tf32(b[j][1], blo[j][1]);
-          }
+          for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-          for (int mi = 0; mi < 2; ++mi) {
-            mma_3xtf32(part[mi][2 * np], a[mi], alo[mi], b[0], blo[0]);
-            mma_3xtf32(part[mi][2 * np + 1], a[mi], alo[mi], b[1], blo[1]);
-          }
-        } else {
+            for (int q = 0; q < 4; ++q) split_tf32(a[mi][q], alo[mi][q]);
+        }
 #pragma unroll
-          for (int mi = 0; mi < 2; ++mi) {
-            Mma<T>::run(acc[mi][2 * np], a[mi], b[0]);
-            Mma<T>::run(acc[mi][2 * np + 1], a[mi], b[1]);
+        for (int np = 0; np < BN / 16; ++np) {
+          const uint4 bv = lds128(b_base + uint32_t((ks * (BN / 16) + np) * 32 * 16));
+          uint32_t b[2][2] = {{bv.x, bv.y}, {bv.z, bv.w}};
+          if constexpr (kSplit) {
+            uint32_t blo[2][2];
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              split_tf32(b[j][0], blo[j][0]);
+              split_tf32(b[j][1], blo[j][1]);
+            }
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi) {
+              mma_3xtf32(part[mi][2 * np], a[mi], alo[mi], b[0], blo[0]);
+              mma_3xtf32(part[mi][2 * np + 1], a[mi], alo[mi], b[1], blo[1]);
+            }
+          } else {
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi) {
+              Mma<T>::run(acc[mi][2 * np], a[mi], b[0]);
+              Mma<T>::run(acc[mi][2 * np + 1], a[mi], b[1]);
+            }
           }
         }
       }
+      if constexpr (kSplit) add_acc(acc, part);
     }
-    if constexpr (kSplit) add_acc(acc, part);
     // Every consumer thread releases the stage after its own last read of it.
     mbar_arrive(smem_addr(&empty_bar[stage]));
     if (++stage == kStages) {
       stage = 0;
       parity ^= 1u;
-    }
-    if (++cic == p.ci_chunks) {
-      cic = 0;
-      if (++jw == w_count) jw = 0;
     }
   }
 
