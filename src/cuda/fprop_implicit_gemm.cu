@@ -338,9 +338,14 @@ void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUten
   const int64_t tiles = (segs + Seg<T>::kCount - 1) / Seg<T>::kCount;
   const dim3 grid(static_cast<unsigned>(tiles * phases * fp.co_tiles),
                   static_cast<unsigned>(p.groups));
-  const std::size_t smem = Smem<T, BN, BK>::kBytes;
+  // The kernel's stages (as many as fit in the budget, at most kMaxStages) and no more:
+  // small stages leave room for more blocks per multiprocessor.
+  using L = Smem<T, BN, BK>;
+  const std::size_t smem =
+      std::size_t(L::stages(fp.row_bytes, fp.w_taps)) * L::stage_bytes(fp.row_bytes, fp.w_taps) +
+      128;  // + alignment
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem(fprop_tma_kernel<T, BN, BK, kSplit>, smem, device, smem_set);
+  allow_smem(fprop_tma_kernel<T, BN, BK, kSplit>, L::kBytes, device, smem_set);
   fprop_tma_kernel<T, BN, BK, kSplit><<<grid, kThreads, smem, opt.stream>>>(map, fp);
   check_cuda(cudaGetLastError(), "implicit-GEMM (TMA) forward launch");
 }

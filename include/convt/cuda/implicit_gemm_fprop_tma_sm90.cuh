@@ -33,7 +33,7 @@
 // "full", run mma.sync (TF32 m16n8k8, FP16/BF16 m16n8k16, float accumulation), and
 // release the stage on its "empty" mbarrier (one arrival per consumer thread). As many
 // stages as fit in 104 KB (two blocks per multiprocessor), at most kMaxStages, are in
-// flight.
+// flight; a launch allocates just those, so small stages leave room for more blocks.
 //
 // Fragments.
 //  - A (input): element (c, w) of tap j's window is at c*row_bytes + (w + col_j)*sizeof(T)
@@ -111,7 +111,7 @@ template <typename T, int BN, int BK>
 struct Smem {
   static constexpr int kBBytes = BN * BK * int(sizeof(T));  // one weight tile
   static constexpr int kBudget = 104 * 1024;                 // two blocks per multiprocessor
-  static constexpr size_t kBytes = size_t(kBudget) + 128;   // + alignment
+  static constexpr size_t kBytes = size_t(kBudget) + 128;   // the most a launch asks for
   static_assert(kBBytes % 128 == 0, "128-byte aligned tiles");
   __host__ __device__ static constexpr int seg_bytes(int row_bytes) { return BK * row_bytes; }
   __host__ __device__ static constexpr int a_bytes(int row_bytes) {
