@@ -487,6 +487,14 @@ std::vector<Case> tma_cases() {
                    {1, 1, 1}, false));
   add(make_problem(3, 1, 48, 24, 1, {5, 6, 32}, {3, 3, 3}, {2, 1, 3}, {1, 0, 2}, {0, 0, 1},
                    {2, 1, 1}, true));
+  // Many W taps per box: the planner narrows the K step, then the channel tile, to keep
+  // two or three stages (9 and 13 taps, 96 output channels), and wide dilated windows.
+  add(make_problem(1, 2, 40, 96, 1, {80, 1, 1}, {9, 1, 1}, {1, 1, 1}, {4, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 1, 24, 80, 1, {3, 40, 1}, {1, 13, 1}, {1, 1, 1}, {0, 6, 0}, {0, 0, 0},
+                   {1, 1, 1}, false));
+  add(make_problem(1, 2, 16, 40, 1, {64, 1, 1}, {5, 1, 1}, {1, 1, 1}, {30, 0, 0}, {0, 0, 0},
+                   {20, 1, 1}, true));
   // Many short rows per tile: segments cross rows, depth planes and images.
   add(make_problem(3, 3, 16, 16, 1, {3, 5, 8}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
                    {1, 1, 1}, true));
