@@ -374,10 +374,17 @@ int tma_stages_t(int bn, int bk, int row_bytes, int w_taps) {
   if (bk == 16) return tma::Smem<T, 64, 16>::stages(row_bytes, w_taps);
   return tma::Smem<T, 64, 32>::stages(row_bytes, w_taps);
 }
-int tma_stages(DType dt, int bn, int bk, int row_bytes, int w_taps) {
+
+}  // namespace
+
+static_assert(kTmaMaxStages == tma::kMaxStages, "fprop_implicit_gemm.hpp names the kernel's limit");
+
+int tma_pipeline_stages(DType dt, int bn, int bk, int row_bytes, int w_taps) {
   if (dt == DType::kFloat32) return tma_stages_t<float>(bn, bk, row_bytes, w_taps);
   return tma_stages_t<__half>(bn, bk, row_bytes, w_taps);  // same sizes for bfloat16
 }
+
+namespace {
 
 }  // namespace
 
@@ -492,7 +499,8 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
       for (int min_stages : {3, 2}) {
         const int cand[3][2] = {{plan.tma_bn, plan.tma_bk}, {plan.tma_bn, 16}, {32, 16}};
         for (const auto& c : cand) {
-          if (tma_stages(p.dtype, c[0], c[1], plan.tma_row_bytes, int(w_taps)) >= min_stages) {
+          if (tma_pipeline_stages(p.dtype, c[0], c[1], plan.tma_row_bytes, int(w_taps)) >=
+              min_stages) {
             plan.tma_bn = c[0];
             plan.tma_bk = c[1];
             fits = true;
@@ -502,7 +510,7 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
         if (fits) break;
       }
     }
-    const bool box_ok = fits && plan.tma_row_bytes / e <= 256;
+    const bool box_ok = span * e <= 4096 && plan.tma_row_bytes / e <= 256;
     // With every W tap of a phase served by one box, the TMA kernel is ahead of the gather
     // and strip kernels on every KernelBench shape, 3-D stride-1 ones with 27-105 taps
     // per phase included (H200, docs/kernels.md): it runs wherever it can.
@@ -512,6 +520,8 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
       plan.tma_reason = "too many groups";
     else if (!box_ok)
       plan.tma_reason = "the W taps' input window is too wide for a TMA box";
+    else if (!fits)
+      plan.tma_reason = detail::str_cat(w_taps, " W taps leave no two pipeline stages");
     else if (tiles * phases * co_tiles > INT_MAX)
       plan.tma_reason = "grid too large";
     else

@@ -32,6 +32,11 @@ struct ImplicitGemmFpropPlan {
   std::string describe() const;
 };
 
+// The TMA kernel's pipeline stages for a tile (bn channels x bk input channels), box row and
+// W taps per stage: as many as fit in its shared-memory budget, at most kTmaMaxStages.
+constexpr int kTmaMaxStages = 8;
+int tma_pipeline_stages(DType dtype, int bn, int bk, int row_bytes, int w_taps);
+
 // Whether (and how) the implicit-GEMM kernel runs this canonical problem.
 ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptions& opt);
 

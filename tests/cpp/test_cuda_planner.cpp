@@ -1,0 +1,166 @@
+// The CUDA forward planner (src/cuda/fprop_implicit_gemm.cu), host side only: no device is
+// needed, so these run wherever the CUDA backend is built.
+//
+// For a fuzzed sweep of problems, every plan that picks the TMA-fed kernel must hold the
+// invariants its kernel relies on, checked here against quantities computed independently
+// by brute force from the problem: the W taps of the widest phase and the column step
+// between consecutive taps, a box row that holds every W tap's window after an alignment
+// lead of up to 15 bytes, rows an odd multiple of 16 bytes (conflict-free fragment loads),
+// at most 256 elements per row (a TMA box limit), at least two pipeline stages, and tiles
+// that exist as kernels.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "convt/convt.hpp"
+#include "cuda/fprop_implicit_gemm.hpp"
+
+namespace {
+
+using convt::DType;
+using convt::ExecOptions;
+using convt::ForwardKernel;
+using convt::MathMode;
+using convt::Problem;
+
+// W taps of the widest phase and the input-column step between a phase's consecutive
+// taps, by enumerating every phase and tap: tap k reaches output phase r when
+// (r + pad - k*dil) is divisible by the stride, and reads input column (r + pad - k*dil)/s
+// (up to the phase's own position).
+struct WTaps {
+  int64_t max_count = 0;
+  int64_t doff = 0;  // 0 when no phase has two taps
+};
+
+WTaps brute_force_w_taps(int64_t s, int64_t pad, int64_t dil, int64_t k) {
+  WTaps t;
+  for (int64_t r = 0; r < s; ++r) {
+    std::vector<int64_t> cols;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const int64_t v = r + pad - kk * dil;
+      if (((v % s) + s) % s == 0) cols.push_back(v >= 0 ? v / s : -((-v) / s));
+    }
+    if (int64_t(cols.size()) > t.max_count) t.max_count = int64_t(cols.size());
+    for (size_t i = 1; i < cols.size(); ++i) {
+      const int64_t d = cols[i - 1] - cols[i];
+      EXPECT_TRUE(t.doff == 0 || t.doff == d) << "taps of a phase must be evenly spaced";
+      t.doff = d;
+    }
+  }
+  return t;
+}
+
+std::vector<Problem> fuzzed_problems() {
+  std::vector<Problem> v;
+  std::mt19937_64 rng(20261121);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  while (v.size() < 600) {
+    Problem p;
+    p.spatial_dims = static_cast<int>(pick(1, 3));
+    p.groups = pick(1, 4);
+    p.in_channels = p.groups * pick(1, 80);
+    p.out_channels = p.groups * pick(1, 160);
+    p.batch = pick(1, 4);
+    for (int d = 0; d < p.spatial_dims; ++d) {
+      p.input_size[d] = pick(1, 300);
+      p.kernel_size[d] = pick(1, 15);
+      p.stride[d] = pick(1, 6);
+      p.dilation[d] = pick(1, d + 1 == p.spatial_dims ? 60 : 4);
+      p.padding[d] = pick(0, 8);
+      p.output_padding[d] = pick(0, std::max(p.stride[d], p.dilation[d]) - 1);
+    }
+    p.has_bias = pick(0, 1) == 1;
+    const DType dtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
+    p.dtype = dtypes[pick(0, 2)];
+    try {
+      p.validate();
+    } catch (const convt::Error&) {
+      continue;
+    }
+    v.push_back(p);
+  }
+  return v;
+}
+
+TEST(CudaPlanner, TmaPlansHoldTheirKernelsInvariants) {
+  int tma_plans = 0, narrowed = 0, declined_wide = 0;
+  for (const Problem& problem : fuzzed_problems()) {
+    for (MathMode math : {MathMode::kAllowTF32, MathMode::kStrictFP32}) {
+      if (math == MathMode::kStrictFP32 && problem.dtype != DType::kFloat32) continue;
+      const Problem p = problem.canonical3d();
+      SCOPED_TRACE(problem.to_string());
+      ExecOptions opt;
+      opt.math = math;
+      const convt::cuda::ImplicitGemmFpropPlan plan = convt::cuda::plan_implicit_gemm_fprop(p, opt);
+      if (!plan.usable) continue;
+      const bool split = p.dtype == DType::kFloat32 && math == MathMode::kStrictFP32;
+      EXPECT_EQ(plan.split, split);
+      EXPECT_EQ(plan.describe().find("3xTF32") != std::string::npos, split) << plan.describe();
+      if (!plan.tma) {
+        if (plan.tma_reason.find("too wide for a TMA box") != std::string::npos) ++declined_wide;
+        EXPECT_FALSE(plan.tma_reason.empty());
+        continue;
+      }
+      ++tma_plans;
+      const int e = static_cast<int>(convt::dtype_size(p.dtype));
+      const int seg_w = 128 / e, align = 16 / e;
+      const WTaps w = brute_force_w_taps(p.stride[2], p.padding[2], p.dilation[2], p.kernel_size[2]);
+      ASSERT_GE(w.max_count, 1);
+      EXPECT_EQ(plan.tma_w_taps, w.max_count);
+      const int64_t row = plan.tma_row_bytes;
+      EXPECT_EQ(row % 32, 16) << "box rows must be an odd multiple of 16 bytes";
+      EXPECT_GE(row / e, seg_w + (w.max_count - 1) * w.doff + align - 1)
+          << "every W tap's window, after the alignment lead, must fit the box row";
+      EXPECT_LE(row / e, 256) << "a TMA box is at most 256 elements wide";
+      EXPECT_TRUE(plan.tma_bn == 32 || plan.tma_bn == 64);
+      EXPECT_TRUE(plan.tma_bk == 16 || plan.tma_bk == 32);
+      if (split) EXPECT_EQ(plan.tma_bn, 32) << "split TF32 has the 32-channel tile only";
+      const int stages = convt::cuda::tma_pipeline_stages(p.dtype, plan.tma_bn, plan.tma_bk,
+                                                          plan.tma_row_bytes, plan.tma_w_taps);
+      EXPECT_GE(stages, 2);
+      EXPECT_LE(stages, convt::cuda::kTmaMaxStages);
+      if (plan.tma_bk == 16 && plan.block_k == 32) ++narrowed;
+    }
+  }
+  // The sweep must reach the paths it is meant to check.
+  EXPECT_GT(tma_plans, 200);
+  EXPECT_GT(narrowed, 0);
+  EXPECT_GT(declined_wide, 0);
+}
+
+// The widest plans: a 13-tap W kernel leaves the 64-channel tile with fewer than two
+// stages, so the planner narrows to 32 channels x 16; windows past 256 elements decline.
+TEST(CudaPlanner, NarrowsTheTileForManyWTapsAndDeclinesTooWideWindows) {
+  Problem p;
+  p.spatial_dims = 2;
+  p.batch = 1;
+  p.in_channels = 64;
+  p.out_channels = 128;
+  p.input_size = {3, 40, 1};
+  p.kernel_size = {1, 13, 1};
+  p.padding = {0, 6, 0};
+  p.dtype = DType::kFloat32;
+  p.validate();
+  auto plan = convt::cuda::plan_implicit_gemm_fprop(p.canonical3d(), ExecOptions{});
+  ASSERT_TRUE(plan.usable && plan.tma) << plan.describe() << " / " << plan.tma_reason;
+  EXPECT_EQ(plan.tma_w_taps, 13);
+  EXPECT_EQ(plan.tma_row_bytes, 208);  // 32 + 12 columns (+3 lead) of float: 188 -> 208 bytes
+  EXPECT_EQ(plan.tma_bn, 32);
+  EXPECT_EQ(plan.tma_bk, 16);
+
+  p.kernel_size = {1, 3, 1};
+  p.padding = {0, 0, 0};
+  p.dilation = {1, 120, 1};
+  p.validate();
+  plan = convt::cuda::plan_implicit_gemm_fprop(p.canonical3d(), ExecOptions{});
+  ASSERT_TRUE(plan.usable);
+  EXPECT_FALSE(plan.tma);
+  EXPECT_EQ(plan.tma_reason, "the W taps' input window is too wide for a TMA box");
+}
+
+}  // namespace
