@@ -615,6 +615,69 @@ TEST(CudaTmaPath, GroupsReadOnlyTheirOwnChannels) {
   }
 }
 
+// Infinities and NaN in the input and the weight propagate as in the float64 oracle, in
+// every forward kernel and precision: an output the oracle makes +-inf is that infinity,
+// one it makes NaN is NaN, and every other output stays finite and within the budget.
+// (Split TF32 must not turn inf into inf - inf or inf * 0 = NaN.)
+TEST(CudaEdgeCases, NonFiniteInputsPropagateLikeTheFloat64Oracle) {
+  SKIP_WITHOUT_CUDA();
+  const Problem base = make_problem(2, 2, 16, 24, 1, {5, 16, 1}, {3, 3, 1}, {1, 2, 1},
+                                    {1, 1, 0}, {0, 1, 0}, {1, 1, 1}, true);
+  const double inf = std::numeric_limits<double>::infinity();
+  uint64_t seed = 31337;
+  for (const Precision& precision : kPrecisions) {
+    for (ForwardKernel kernel : {ForwardKernel::kImplicitGemm, ForwardKernel::kImplicitGemmHalo,
+                                 ForwardKernel::kImplicitGemmTma, ForwardKernel::kAuto}) {
+      Problem p = base;
+      p.dtype = precision.dtype;
+      SCOPED_TRACE(std::string(precision.name) + ", forward kernel " +
+                   std::to_string(int(kernel)));
+      std::mt19937_64 rng(++seed);
+      CaseTensors t(p, Layout::kContiguous, p.dtype, rng);
+      const int64_t plane = p.input_size[0] * p.input_size[1];
+      t.x.set((0 * 16 + 3) * plane + 2 * 16 + 5, inf);         // n 0, c 3, (2, 5)
+      t.x.set((1 * 16 + 7) * plane + 1 * 16 + 9, -inf);        // n 1, c 7, (1, 9)
+      t.x.set((1 * 16 + 0) * plane + 4 * 16 + 0, std::nan(""));  // n 1, c 0, (4, 0)
+      t.w.set(((5 * 24 + 2) * 3 + 1) * 3 + 1, inf);            // ci 5, co 2, tap (1, 1)
+      Problem p64 = p;
+      p64.dtype = DType::kFloat64;
+      const HostTensor x64 = to_f64(t.x), w64 = to_f64(t.w), b64 = to_f64(t.b);
+      HostTensor y64 = f64_like(p.output_shape(), p.tensor_rank());
+      convt::forward(p64, x64.ref, w64.ref, &b64.ref, y64.ref);
+
+      const DeviceTensor gx(t.x, nullptr), gw(t.w, nullptr), gb(t.b, nullptr), gy(t.y, nullptr);
+      ExecOptions opt;
+      opt.math = precision.math;
+      opt.forward_kernel = kernel;
+      Workspace ws(Op::kForward, p, opt);
+      convt::forward(p, gx.ref, gw.ref, &gb.ref, gy.ref, opt);
+      gy.download(t.y, nullptr);
+
+      double max_ref = 0;
+      int64_t infs = 0, nans = 0;
+      for (int64_t i = 0; i < y64.numel(); ++i) {
+        const double o = y64.get(i);
+        if (std::isfinite(o)) max_ref = std::max(max_ref, std::fabs(o));
+        infs += std::isinf(o) ? 1 : 0;
+        nans += std::isnan(o) ? 1 : 0;
+      }
+      ASSERT_GT(infs, 0);
+      ASSERT_GT(nans, 0);
+      for (int64_t i = 0; i < y64.numel(); ++i) {
+        const double o = y64.get(i), v = t.y.get(i);
+        if (std::isnan(o)) {
+          ASSERT_TRUE(std::isnan(v)) << "output " << i << ": " << v << ", oracle NaN";
+        } else if (std::isinf(o)) {
+          ASSERT_EQ(v, o) << "output " << i;
+        } else {
+          ASSERT_TRUE(std::isfinite(v)) << "output " << i << ": " << v << ", oracle " << o;
+          ASSERT_LE(std::fabs(v - o), precision.budget * max_ref) << "output " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaEdgeCases, SizeOneDimensionsWithStrideZero) {
   SKIP_WITHOUT_CUDA();
   const Problem p = make_problem(2, 1, 1, 3, 1, {1, 7, 1}, {1, 3, 1}, {2, 2, 1}, {0, 1, 0},

@@ -214,20 +214,30 @@ struct Mma<__nv_bfloat16> {  // m16n8k16 BF16, float accumulation
   }
 };
 
-// Split TF32: x (float32 bits) becomes hi = tf32(x), and lo = tf32(x - hi) (x - hi is exact).
-__device__ __forceinline__ void split_tf32(uint32_t& x, uint32_t& lo) {
+// Split TF32: x (float32 bits) becomes hi, x truncated to TF32 (its top 11 significand
+// bits: one mask, exact for infinities and NaN), and lo = x - hi (exact) rounded to TF32,
+// nearest with ties away, by an integer add on its bits (lo is finite or NaN, never a
+// carry into the sign). hi + lo keeps 22 significand bits of x.
+// Infinities: an infinite x gets lo = 0 (inf - inf would be NaN), and `fin`, hi with
+// infinities replaced by 0, is what the correction terms multiply (inf * 0, for a lo
+// that happens to be 0, would be NaN): inf * w then stays inf, as in float32.
+__device__ __forceinline__ void split_tf32(uint32_t& x, uint32_t& lo, uint32_t& fin) {
   const float v = __uint_as_float(x);
-  const uint32_t hi = to_tf32(v);
-  lo = to_tf32(v - __uint_as_float(hi));
+  const uint32_t hi = x & 0xffffe000u;
+  const uint32_t d = __float_as_uint(v - __uint_as_float(hi));
+  const bool inf = isinf(v);
+  lo = inf ? 0u : (d + 0x1000u) & 0xffffe000u;
+  fin = inf ? 0u : hi;
   x = hi;
 }
 
-// d += a * b in split TF32: (ahi, alo) and (bhi, blo) from split_tf32.
+// d += a * b in split TF32, the operands from split_tf32: lo_a*fin_b + fin_a*lo_b + hi_a*hi_b.
 __device__ __forceinline__ void mma_3xtf32(float (&d)[4], const uint32_t (&ahi)[4],
-                                           const uint32_t (&alo)[4], const uint32_t (&bhi)[2],
-                                           const uint32_t (&blo)[2]) {
-  Mma<float>::run(d, alo, bhi);
-  Mma<float>::run(d, ahi, blo);
+                                           const uint32_t (&alo)[4], const uint32_t (&afin)[4],
+                                           const uint32_t (&bhi)[2], const uint32_t (&blo)[2],
+                                           const uint32_t (&bfin)[2]) {
+  Mma<float>::run(d, alo, bfin);
+  Mma<float>::run(d, afin, blo);
   Mma<float>::run(d, ahi, bhi);
 }
 
@@ -258,19 +268,20 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], uint32_t (&a)[
                                          uint32_t (&b)[NI][2]) {
   if constexpr (kSplit) {
     static_assert(sizeof(T) == 4, "split TF32 is for float32");
-    uint32_t alo[MI][4], blo[NI][2];
+    uint32_t alo[MI][4], afin[MI][4], blo[NI][2], bfin[NI][2];
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) split_tf32(a[mi][q], alo[mi][q]);
+      for (int q = 0; q < 4; ++q) split_tf32(a[mi][q], alo[mi][q], afin[mi][q]);
 #pragma unroll
     for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-      for (int q = 0; q < 2; ++q) split_tf32(b[ni][q], blo[ni][q]);
+      for (int q = 0; q < 2; ++q) split_tf32(b[ni][q], blo[ni][q], bfin[ni][q]);
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-      for (int ni = 0; ni < NI; ++ni) mma_3xtf32(acc[mi][ni], a[mi], alo[mi], b[ni], blo[ni]);
+      for (int ni = 0; ni < NI; ++ni)
+        mma_3xtf32(acc[mi][ni], a[mi], alo[mi], afin[mi], b[ni], blo[ni], bfin[ni]);
   } else {
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)

@@ -506,28 +506,29 @@ __global__ void __launch_bounds__(kThreads, 2)
             }
           }
         }
-        [[maybe_unused]] uint32_t alo[2][4];  // split TF32 only
+        [[maybe_unused]] uint32_t alo[2][4], afin[2][4];  // split TF32 only
         if constexpr (kSplit) {
 #pragma unroll
           for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-            for (int q = 0; q < 4; ++q) split_tf32(a[mi][q], alo[mi][q]);
+            for (int q = 0; q < 4; ++q) split_tf32(a[mi][q], alo[mi][q], afin[mi][q]);
         }
 #pragma unroll
         for (int np = 0; np < BN / 16; ++np) {
           const uint4 bv = lds128(b_base + uint32_t((ks * (BN / 16) + np) * 32 * 16));
           uint32_t b[2][2] = {{bv.x, bv.y}, {bv.z, bv.w}};
           if constexpr (kSplit) {
-            uint32_t blo[2][2];
+            uint32_t blo[2][2], bfin[2][2];
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
-              split_tf32(b[j][0], blo[j][0]);
-              split_tf32(b[j][1], blo[j][1]);
+              split_tf32(b[j][0], blo[j][0], bfin[j][0]);
+              split_tf32(b[j][1], blo[j][1], bfin[j][1]);
             }
 #pragma unroll
             for (int mi = 0; mi < 2; ++mi) {
-              mma_3xtf32(part[mi][2 * np], a[mi], alo[mi], b[0], blo[0]);
-              mma_3xtf32(part[mi][2 * np + 1], a[mi], alo[mi], b[1], blo[1]);
+              mma_3xtf32(part[mi][2 * np], a[mi], alo[mi], afin[mi], b[0], blo[0], bfin[0]);
+              mma_3xtf32(part[mi][2 * np + 1], a[mi], alo[mi], afin[mi], b[1], blo[1],
+                         bfin[1]);
             }
           } else {
 #pragma unroll
