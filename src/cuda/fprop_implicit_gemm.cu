@@ -384,10 +384,6 @@ int tma_pipeline_stages(DType dt, int bn, int bk, int row_bytes, int w_taps) {
   return tma_stages_t<__half>(bn, bk, row_bytes, w_taps);  // same sizes for bfloat16
 }
 
-namespace {
-
-}  // namespace
-
 std::string ImplicitGemmFpropPlan::describe() const {
   if (!usable) return "not usable: " + reason;
   const char* mma = split ? "mma.sync 3xTF32" : "mma.sync";
@@ -470,22 +466,19 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
     const int64_t seg_w = 128 / dtype_size(p.dtype);
     const int64_t segs = p.batch * q[0] * q[1] * ((q[2] + seg_w - 1) / seg_w);
     const int64_t tiles = (segs + 128 / seg_w - 1) / (128 / seg_w);
-    // Taps of the busiest phase: per dimension ceil(K / step), step = s / gcd(s, dilation);
-    // along W consecutive taps read columns doff = step * dilation / s apart.
-    int64_t phase_taps = 1, w_taps = 1, w_doff = 0;
-    for (int d = 0; d < 3; ++d) {
-      int64_t a = p.stride[d], b = p.dilation[d];
+    // W taps of the busiest phase: ceil(K / step), step = s / gcd(s, dilation); consecutive
+    // taps read input columns doff = step * dilation / s apart.
+    int64_t w_taps = 1, w_doff = 0;
+    {
+      int64_t a = p.stride[2], b = p.dilation[2];
       while (b != 0) {
         const int64_t t = a % b;
         a = b;
         b = t;
       }
-      const int64_t step = p.stride[d] / a;
-      phase_taps *= (p.kernel_size[d] + step - 1) / step;
-      if (d == 2) {
-        w_taps = (p.kernel_size[d] + step - 1) / step;
-        w_doff = step * p.dilation[d] / p.stride[d];
-      }
+      const int64_t step = p.stride[2] / a;
+      w_taps = (p.kernel_size[2] + step - 1) / step;
+      w_doff = step * p.dilation[2] / p.stride[2];
     }
     // A box row holds the windows of every W tap of a phase; a stage holds the boxes and
     // one weight tile per W tap. The tile: the widest K step that leaves three stages,
@@ -514,7 +507,6 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
     // With every W tap of a phase served by one box, the TMA kernel is ahead of the gather
     // and strip kernels on every KernelBench shape, 3-D stride-1 ones with 27-105 taps
     // per phase included (H200, docs/kernels.md): it runs wherever it can.
-    (void)phase_taps;
     const int64_t co_tiles = (cog + plan.tma_bn - 1) / plan.tma_bn;
     if (p.groups > 65535)
       plan.tma_reason = "too many groups";
