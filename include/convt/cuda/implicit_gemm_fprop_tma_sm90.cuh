@@ -369,9 +369,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int seg_bytes = L::seg_bytes(row_bytes);
   const int a_bytes = L::a_bytes(row_bytes);
   const int stage_bytes = L::stage_bytes(row_bytes, p.w_taps);
-  const int kStages = L::stages(row_bytes, p.w_taps);
+  const int num_stages = L::stages(row_bytes, p.w_taps);
   if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
+    for (int s = 0; s < num_stages; ++s) {
       mbar_init(smem_addr(&full_bar[s]), 1);
       mbar_init(smem_addr(&empty_bar[s]), kConsumerWarps * 32);
     }
@@ -402,7 +402,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int w_back = (w_count - 1) * w_doff;
       for (int kc = 0; kc < num_chunks; ++kc) {
         const uint32_t full = smem_addr(&full_bar[stage]);
-        if (kc >= kStages) mbar_wait(smem_addr(&empty_bar[stage]), parity ^ 1u);
+        if (kc >= num_stages) mbar_wait(smem_addr(&empty_bar[stage]), parity ^ 1u);
         mbar_arrive_expect_tx(full, bytes);
         const uint32_t a_dst = smem_base + uint32_t(stage * stage_bytes);
         const int dh = jh * taps[1].doff, dd = jd * taps[0].doff;
@@ -431,7 +431,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             ++jd;
           }
         }
-        if (++stage == kStages) {
+        if (++stage == num_stages) {
           stage = 0;
           parity ^= 1u;
         }
@@ -543,7 +543,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     // Every consumer thread releases the stage after its own last read of it.
     mbar_arrive(smem_addr(&empty_bar[stage]));
-    if (++stage == kStages) {
+    if (++stage == num_stages) {
       stage = 0;
       parity ^= 1u;
     }
