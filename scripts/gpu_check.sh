@@ -9,6 +9,7 @@
 #   bash scripts/gpu_check.sh build fastpath sanitize-fastpath   # the forward kernels' tests
 #   bash scripts/gpu_check.sh install ncu-suite   # Nsight Compute metrics of every suite case
 #   bash scripts/gpu_check.sh install bench-strict   # strict float32 forward, 10 runs a side
+#   bash scripts/gpu_check.sh install tile-sweep   # the TMA kernel's tiles against its planner
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side; CONVT_FORWARD_KERNEL picks a kernel), ncu (Nsight Compute
@@ -110,6 +111,12 @@ if has ncu-suite; then
     --kernel-name regex:convt:: --metrics "$NCU_METRICS" --log-file "$OUT/ncu-suite.csv" \
     python3 scripts/profile_suite.py $SUITE_ARGS
   python3 scripts/profile_suite.py $SUITE_ARGS --table "$OUT/ncu-suite.csv" | tee "$OUT/ncu-suite.txt"
+fi
+if has tile-sweep; then
+  # The TMA kernel with each of its tiles against the planner's choice (fp32 TF32 and bf16).
+  step tile-sweep python3 scripts/tma_tile_sweep.py --dtype fp32,bf16 --math default \
+    --json "$OUT/tile-sweep.json"
+  tail -n 40 "$OUT/tile-sweep.log"
 fi
 if has bench; then
   step bench python3 -m convt bench --dtype fp32,bf16 --math default,strict \

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <climits>
 #include <cstdlib>
@@ -414,6 +415,22 @@ ForwardKernel forward_kernel_from_env() {
   return kernel;
 }
 
+// CONVT_TMA_TILE=BNxBK (32x16, 32x32, 64x16 or 64x32) asks the TMA kernel for one tile
+// where it leaves two pipeline stages and fits the workspace (split TF32: 32-channel tiles
+// only; a 32-channel K step only with more than 16 input channels), for measuring
+// the tile heuristic (scripts/tma_tile_sweep.py). {0, 0}: none asked for.
+std::array<int, 2> tma_tile_from_env() {
+  static const std::array<int, 2> tile = [] {
+    const char* v = std::getenv("CONVT_TMA_TILE");
+    const std::string s = v ? v : "";
+    for (const std::array<int, 2> t : {std::array<int, 2>{32, 16}, std::array<int, 2>{32, 32},
+                                       std::array<int, 2>{64, 16}, std::array<int, 2>{64, 32}})
+      if (s == std::to_string(t[0]) + "x" + std::to_string(t[1])) return t;
+    return std::array<int, 2>{0, 0};
+  }();
+  return tile;
+}
+
 }  // namespace
 
 ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptions& options) {
@@ -501,6 +518,13 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
           }
         }
         if (fits) break;
+      }
+      const std::array<int, 2> asked = tma_tile_from_env();
+      // (A K step wider than the gather plan's would outgrow the workspace.)
+      if (fits && asked[0] != 0 && !(plan.split && asked[0] != 32) && asked[1] <= plan.block_k &&
+          tma_pipeline_stages(p.dtype, asked[0], asked[1], plan.tma_row_bytes, int(w_taps)) >= 2) {
+        plan.tma_bn = asked[0];
+        plan.tma_bk = asked[1];
       }
     }
     const bool box_ok = span * e <= 4096 && plan.tma_row_bytes / e <= 256;

@@ -124,6 +124,12 @@ TEST(CudaPlanner, TmaPlansHoldTheirKernelsInvariants) {
                                                           plan.tma_row_bytes, plan.tma_w_taps);
       EXPECT_GE(stages, 2);
       EXPECT_LE(stages, convt::cuda::kTmaMaxStages);
+      // The TMA kernel packs its weight into the workspace sized for the plan.
+      const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
+      const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
+      const int64_t packed = p.groups * taps * ((cig + plan.tma_bk - 1) / plan.tma_bk) *
+                             plan.tma_bk * ((cog + plan.tma_bn - 1) / plan.tma_bn) * plan.tma_bn;
+      EXPECT_LE(packed * e, int64_t(plan.workspace_bytes));
       if (plan.tma_bk == 16 && plan.block_k == 32) ++narrowed;
     }
   }
