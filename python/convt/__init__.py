@@ -6,7 +6,9 @@ C++/CUDA kernels:
 * ``convt.conv_transpose1d/2d/3d`` — ``torch.nn.functional.conv_transpose1d/2d/3d``;
 * ``convt.nn.ConvTranspose1d/2d/3d`` — ``torch.nn.ConvTranspose1d/2d/3d``;
 * ``convt.convert(model)`` — swap a model's ``nn.ConvTranspose*d`` for convt's;
-* ``torch.ops.convt.*`` — the operators, for torch.compile and friends (``convt.ops``).
+* ``torch.ops.convt.*`` — the operators, for torch.compile and friends (``convt.ops``);
+* ``convt.describe_forward(input, weight, ...)`` — the kernel a forward call would run, and
+  why (what ``CONVT_LOG=1`` prints per call).
 
 Results, output layouts, errors, autograd (to any order), autocast and torch.compile
 behave as PyTorch's. float32 on CUDA uses TF32 exactly when PyTorch's cuDNN convolutions
@@ -18,7 +20,7 @@ from . import ops
 from . import _dispatch  # noqa: F401  (registers the autograd of torch.ops.convt.*)
 from . import nn
 from .convert import convert
-from .functional import conv_transpose1d, conv_transpose2d, conv_transpose3d
+from .functional import conv_transpose1d, conv_transpose2d, conv_transpose3d, describe_forward
 
 __version__ = _C.__version__
 
@@ -30,6 +32,7 @@ __all__ = [
     "conv_transpose1d",
     "conv_transpose2d",
     "conv_transpose3d",
+    "describe_forward",
     "convert",
     "nn",
     "ops",

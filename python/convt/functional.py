@@ -14,9 +14,9 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
-from . import _dispatch
+from . import _C, _dispatch, _kernels
 
-__all__ = ["conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
+__all__ = ["conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "describe_forward"]
 
 IntOrTuple = Union[int, tuple, list]
 
@@ -176,3 +176,42 @@ def conv_transpose3d(
     output_padding and dilation: an int or a triple.
     """
     return _conv_transpose(3, "conv_transpose3d", input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def describe_forward(
+    input: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    stride: IntOrTuple = 1,
+    padding: IntOrTuple = 0,
+    output_padding: IntOrTuple = 0,
+    groups: int = 1,
+    dilation: IntOrTuple = 1,
+) -> str:
+    """What ``conv_transpose{1,2,3}d`` with these arguments runs, as one line: the kernel
+    convt's dispatcher picks (on CUDA, with the float32 precision PyTorch's settings allow
+    right now) and, where it falls back, why; what ``CONVT_LOG=1`` prints per call.
+    Nothing is launched. The spatial rank comes from ``weight``; arguments are checked
+    as ``conv_transpose{1,2,3}d`` checks them.
+    """
+    _check_tensor(weight, "weight", 2, "describe_forward")
+    sd = weight.dim() - 2
+    if sd not in (1, 2, 3):
+        raise RuntimeError(f"describe_forward: expected a weight of rank 3, 4 or 5, "
+                           f"but got size {list(weight.shape)}")
+    name = f"conv_transpose{sd}d"
+    _check_tensor(input, "input", 1, name)
+    if bias is not None:
+        _check_tensor(bias, "bias", 3, name)
+    stride = _expand(stride, sd, "stride", 4, name)
+    padding = _expand(padding, sd, "padding", 5, name)
+    output_padding = _expand(output_padding, sd, "output_padding", 6, name)
+    if type(groups) is not int:
+        groups = _to_int(groups, "groups", 7, name)
+    dilation = _expand(dilation, sd, "dilation", 8, name)
+    x = input.unsqueeze(0) if input.dim() == sd + 1 else input
+    math, _ = _kernels._exec_args(x)
+    params = (sd, stride, padding, output_padding, dilation, groups)
+    descs = (_kernels.describe(x), _kernels.describe(weight),
+             None if bias is None else _kernels.describe(bias))
+    return str(_C.describe_forward(*descs, params, math))

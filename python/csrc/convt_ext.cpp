@@ -240,6 +240,23 @@ nb::tuple prepare_forward(nb::handle x, nb::handle w, nb::handle b, nb::handle p
   return finish(std::move(c), cl, want_workspace);
 }
 
+// What the forward would run for these tensors: the dispatcher's choice and why, as
+// CONVT_LOG=1 prints it. Plans only: nothing is launched and no data is read, so shape-only
+// descriptors (data pointer 0) describe too; a null input pointer is taken as a 256-byte
+// aligned one (alignment is all the planner looks at).
+nb::str describe_forward(nb::handle x, nb::handle w, nb::handle b, nb::handle params,
+                         int64_t math) {
+  TensorRef in = read_tensor(x, "input");
+  const TensorRef wt = read_tensor(w, "weight");
+  TensorRef bias;
+  if (!b.is_none()) bias = read_tensor(b, "bias");
+  const convt::ConvParams p = read_params(params);
+  const Problem problem = Problem::from_tensors(in, wt, b.is_none() ? nullptr : &bias, p);
+  if (in.data == nullptr) in.data = reinterpret_cast<void*>(uintptr_t(256));
+  const std::string what = convt::describe_forward(problem, in, make_options(math, 0));
+  return nb::str(what.c_str(), what.size());
+}
+
 // grad_input: dx (of size input_size) from dy and w.
 nb::tuple prepare_grad_input(nb::handle dy, nb::handle w, nb::handle input_size, nb::handle params,
                              int64_t math, int64_t num_threads, bool want_workspace) {
@@ -407,6 +424,10 @@ NB_MODULE(_C, m) {
   m.def("prepare_grad_bias", &prepare_grad_bias, nb::arg("grad_output"), nb::arg("math"),
         nb::arg("num_threads"), nb::arg("want_workspace"),
         "Validate the bias gradient (the sum of grad_output over all but the channel dimension)");
+  m.def("describe_forward", &describe_forward, nb::arg("input"), nb::arg("weight"),
+        nb::arg("bias").none(), nb::arg("params"), nb::arg("math"),
+        "What the forward runs for these tensors (kernel and why), as CONVT_LOG=1 says it; "
+        "nothing is launched");
   m.def("run", &run, nb::arg("call"), nb::arg("output_ptr"), nb::arg("output_strides"),
         nb::arg("stream"), nb::arg("workspace_ptr"), nb::arg("workspace_bytes"),
         "Run a prepared op into the output at output_ptr (GIL released)");
