@@ -96,7 +96,9 @@ def _check_tensor(value, arg: str, pos: int, name: str) -> None:
         raise TypeError(f"{name}(): argument '{arg}' (position {pos}) must be Tensor, not {_type_name(value)}")
 
 
-def _conv_transpose(sd, name, input, weight, bias, stride, padding, output_padding, groups, dilation) -> Tensor:
+def _checked_args(sd, name, input, weight, bias, stride, padding, output_padding, groups, dilation):
+    """The arguments type-checked as PyTorch checks them, per-dimension ones as sd-tuples:
+    (stride, padding, output_padding, groups, dilation)."""
     _check_tensor(input, "input", 1, name)
     _check_tensor(weight, "weight", 2, name)
     if bias is not None:
@@ -107,6 +109,12 @@ def _conv_transpose(sd, name, input, weight, bias, stride, padding, output_paddi
     if type(groups) is not int:
         groups = _to_int(groups, "groups", 7, name)
     dilation = _expand(dilation, sd, "dilation", 8, name)
+    return stride, padding, output_padding, groups, dilation
+
+
+def _conv_transpose(sd, name, input, weight, bias, stride, padding, output_padding, groups, dilation) -> Tensor:
+    stride, padding, output_padding, groups, dilation = _checked_args(
+        sd, name, input, weight, bias, stride, padding, output_padding, groups, dilation)
     nd = input.dim()
     if nd == sd + 2:
         return _dispatch.conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation)
@@ -199,16 +207,9 @@ def describe_forward(
     if sd not in (1, 2, 3):
         raise RuntimeError(f"describe_forward: expected a weight of rank 3, 4 or 5, "
                            f"but got size {list(weight.shape)}")
-    name = f"conv_transpose{sd}d"
-    _check_tensor(input, "input", 1, name)
-    if bias is not None:
-        _check_tensor(bias, "bias", 3, name)
-    stride = _expand(stride, sd, "stride", 4, name)
-    padding = _expand(padding, sd, "padding", 5, name)
-    output_padding = _expand(output_padding, sd, "output_padding", 6, name)
-    if type(groups) is not int:
-        groups = _to_int(groups, "groups", 7, name)
-    dilation = _expand(dilation, sd, "dilation", 8, name)
+    stride, padding, output_padding, groups, dilation = _checked_args(
+        sd, f"conv_transpose{sd}d", input, weight, bias, stride, padding, output_padding, groups,
+        dilation)
     x = input.unsqueeze(0) if input.dim() == sd + 1 else input
     math, _ = _kernels._exec_args(x)
     params = (sd, stride, padding, output_padding, dilation, groups)
