@@ -15,6 +15,8 @@
 # bf16 forward, 10 runs a side; CONVT_FORWARD_KERNEL picks a kernel), ncu (Nsight Compute
 # on one forward: NCU_CASE, default "kb57 --dtype bf16 --batch 2").
 #
+# PACK_LOGS=1 packs the step logs into $OUT/logs.tar.gz at the end.
+#
 # GoogleTest: an installed GTest, or sources in .deps/googletest (a copy of
 # /usr/src/googletest from Debian's googletest package) for machines without one.
 set -uo pipefail
@@ -127,3 +129,8 @@ if has overhead; then
 fi
 echo "==== summary"
 cat "$SUMMARY"
+# PACK_LOGS=1: the step logs go into one archive, $OUT/logs.tar.gz, for tools that bring
+# back only a few files from $OUT (JSON, CSV and the summary stay as they are).
+if [ "${PACK_LOGS:-0}" = 1 ] && ls "$OUT"/*.log >/dev/null 2>&1; then
+  (cd "$OUT" && tar czf logs.tar.gz ./*.log && rm -f ./*.log)
+fi
