@@ -342,9 +342,19 @@ void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUten
   // The kernel's stages (as many as fit in the budget, at most kMaxStages) and no more:
   // small stages leave room for more blocks per multiprocessor.
   using L = Smem<T, BN, BK>;
+  fp.stages = L::launch_stages(fp.row_bytes, fp.w_taps, kSplit);
+  // CONVT_TMA_SMEM_KB=n: a stage budget of n KB (at most 104) where it leaves two stages,
+  // for measuring pipeline depth against blocks per multiprocessor.
+  static const int budget_kb = [] {
+    const char* v = std::getenv("CONVT_TMA_SMEM_KB");
+    return v ? std::atoi(v) : 0;
+  }();
+  if (budget_kb > 0) {
+    const int s = L::stages(fp.row_bytes, fp.w_taps, std::min(budget_kb * 1024, L::kBudget));
+    if (s >= 2) fp.stages = s;
+  }
   const std::size_t smem =
-      std::size_t(L::stages(fp.row_bytes, fp.w_taps)) * L::stage_bytes(fp.row_bytes, fp.w_taps) +
-      128;  // + alignment
+      std::size_t(fp.stages) * L::stage_bytes(fp.row_bytes, fp.w_taps) + 128;  // + alignment
   static std::atomic<uint64_t> smem_set{0};
   allow_smem(fprop_tma_kernel<T, BN, BK, kSplit>, L::kBytes, device, smem_set);
   fprop_tma_kernel<T, BN, BK, kSplit><<<grid, kThreads, smem, opt.stream>>>(map, fp);
@@ -384,6 +394,27 @@ int tma_pipeline_stages(DType dt, int bn, int bk, int row_bytes, int w_taps) {
   if (dt == DType::kFloat32) return tma_stages_t<float>(bn, bk, row_bytes, w_taps);
   return tma_stages_t<__half>(bn, bk, row_bytes, w_taps);  // same sizes for bfloat16
 }
+
+namespace {
+
+// Stages a launch of the TMA kernel uses (tma::Smem::launch_stages).
+template <typename T>
+int tma_launch_stages_t(int bn, int bk, int row_bytes, int w_taps, bool split) {
+  if (bn == 32 && bk == 16) return tma::Smem<T, 32, 16>::launch_stages(row_bytes, w_taps, split);
+  if (bn == 32) return tma::Smem<T, 32, 32>::launch_stages(row_bytes, w_taps, split);
+  if (bk == 16) return tma::Smem<T, 64, 16>::launch_stages(row_bytes, w_taps, split);
+  return tma::Smem<T, 64, 32>::launch_stages(row_bytes, w_taps, split);
+}
+
+int tma_launch_stages(const ImplicitGemmFpropPlan& plan, DType dt) {
+  if (dt == DType::kFloat32)
+    return tma_launch_stages_t<float>(plan.tma_bn, plan.tma_bk, plan.tma_row_bytes,
+                                      plan.tma_w_taps, plan.split);
+  return tma_launch_stages_t<__half>(plan.tma_bn, plan.tma_bk, plan.tma_row_bytes,
+                                     plan.tma_w_taps, plan.split);
+}
+
+}  // namespace
 
 std::string ImplicitGemmFpropPlan::describe() const {
   if (!usable) return "not usable: " + reason;
@@ -612,11 +643,12 @@ bool choose_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const Tenso
   return make_x_tensor_map(map, p, x, plan.tma_bk, plan.tma_row_bytes, why);
 }
 
-std::string describe_tma(const ImplicitGemmFpropPlan& plan) {
+std::string describe_tma(const ImplicitGemmFpropPlan& plan, DType dt) {
   return detail::str_cat("implicit-GEMM TMA + mma.sync", plan.split ? " 3xTF32" : "",
                          ", ", plan.tma_w_taps, " W taps per box, tile 128 positions x ",
-                         plan.tma_bn,
-                         " channels x ", plan.tma_bk, ", workspace ", plan.workspace_bytes, " B");
+                         plan.tma_bn, " channels x ", plan.tma_bk, ", ",
+                         tma_launch_stages(plan, dt), " stages, workspace ",
+                         plan.workspace_bytes, " B");
 }
 
 std::string describe_fallback(const ImplicitGemmFpropPlan& plan, const std::string& why) {
@@ -630,7 +662,7 @@ std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, cons
   if (!plan.usable) return plan.describe();
   alignas(64) CUtensorMap map;
   std::string why;
-  if (choose_tma(plan, p, x, device, &map, &why)) return describe_tma(plan);
+  if (choose_tma(plan, p, x, device, &map, &why)) return describe_tma(plan, p.dtype);
   return describe_fallback(plan, why);
 }
 
@@ -662,7 +694,7 @@ std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Pro
         break;
       default: throw Error("convt: implicit-GEMM forward called for an unsupported dtype");
     }
-    return describe ? describe_tma(plan) : std::string();
+    return describe ? describe_tma(plan, p.dtype) : std::string();
   }
   switch (p.dtype) {
     case DType::kFloat32:

@@ -498,6 +498,12 @@ std::vector<Case> tma_cases() {
   // Many short rows per tile: segments cross rows, depth planes and images.
   add(make_problem(3, 3, 16, 16, 1, {3, 5, 8}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
                    {1, 1, 1}, true));
+  // More tiles than fit on the GPU at once, of phases with and without taps, channel
+  // tiles and groups.
+  add(make_problem(2, 4, 16, 24, 1, {40, 96, 1}, {3, 3, 1}, {3, 3, 1}, {1, 1, 0}, {2, 1, 0},
+                   {2, 2, 1}, true));
+  add(make_problem(3, 4, 32, 80, 4, {8, 12, 48}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 0, 1},
+                   {1, 1, 1}, false));
   // Row-padded input (W contiguous, padded H/C/N strides), also with groups: the batch
   // stride then does not join batch and groups, and the kernel must decline.
   add(make_problem(2, 2, 16, 32, 1, {7, 24, 1}, {3, 3, 1}, {2, 1, 1}, {1, 1, 0}, {1, 0, 0},

@@ -32,8 +32,9 @@
 // Four consumer warps each own 32 positions (rows of A) and all BN channels; they wait on
 // "full", run mma.sync (TF32 m16n8k8, FP16/BF16 m16n8k16, float accumulation), and
 // release the stage on its "empty" mbarrier (one arrival per consumer thread). As many
-// stages as fit in 104 KB (two blocks per multiprocessor), at most kMaxStages, are in
-// flight; a launch allocates just those, so small stages leave room for more blocks.
+// stages as fit in 72 KB (three blocks per multiprocessor) where that is two or more, else
+// in 104 KB (two blocks), at most kMaxStages, are in flight (Smem::launch_stages); a
+// launch allocates just those, so small stages leave room for more blocks.
 //
 // Fragments.
 //  - A (input): element (c, w) of tap j's window is at c*row_bytes + (w + col_j)*sizeof(T)
@@ -120,10 +121,22 @@ struct Smem {
   __host__ __device__ static constexpr int stage_bytes(int row_bytes, int w_taps) {
     return (a_bytes(row_bytes) + w_taps * kBBytes + 127) / 128 * 128;
   }
-  __host__ __device__ static constexpr int stages(int row_bytes, int w_taps) {
-    return kBudget / stage_bytes(row_bytes, w_taps) < kMaxStages
-               ? kBudget / stage_bytes(row_bytes, w_taps)
+  __host__ __device__ static constexpr int stages(int row_bytes, int w_taps,
+                                                  int budget = kBudget) {
+    return budget / stage_bytes(row_bytes, w_taps) < kMaxStages
+               ? budget / stage_bytes(row_bytes, w_taps)
                : kMaxStages;
+  }
+  // The stages a launch uses. TF32 and 16-bit tiles fit in 128 registers (launch bounds),
+  // so three blocks share a multiprocessor where their stages fit in kBudget3 each:
+  // twelve consumer warps with two or more stages each beat eight with deeper pipelines
+  // (H200, docs/kernels.md). Split TF32 needs more registers: two blocks, kBudget.
+  static constexpr int kBudget3 = 72 * 1024;
+  __host__ __device__ static constexpr int launch_stages(int row_bytes, int w_taps,
+                                                         bool split) {
+    return !split && stages(row_bytes, w_taps, kBudget3) >= 2
+               ? stages(row_bytes, w_taps, kBudget3)
+               : stages(row_bytes, w_taps);
   }
 };
 
@@ -139,6 +152,7 @@ struct TmaFpropParams {
   int num_phases;
   int row_bytes;  // bytes of a box row (the tensor map's box width), see tma_row_bytes
   int w_taps;     // W taps of the widest phase (weight tiles a stage holds)
+  int stages;     // pipeline stages, 2..kMaxStages (see Smem::launch_stages)
   int out[3], k[3], stride[3], pad[3], dil[3];
 };
 
@@ -290,7 +304,7 @@ __device__ __forceinline__ uint32_t lds16(uint32_t addr) {
 // ---------------------------------------------------------------------------------------
 // kSplit: float32 as split TF32 (strict float32), see implicit_gemm_fprop_sm80.cuh.
 template <typename T, int BN, int BK, bool kSplit = false>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, kSplit ? 2 : 3)
     fprop_tma_kernel(const __grid_constant__ CUtensorMap xmap, const TmaFpropParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using L = Smem<T, BN, BK>;
@@ -369,7 +383,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int seg_bytes = L::seg_bytes(row_bytes);
   const int a_bytes = L::a_bytes(row_bytes);
   const int stage_bytes = L::stage_bytes(row_bytes, p.w_taps);
-  const int num_stages = L::stages(row_bytes, p.w_taps);
+  const int num_stages = p.stages;
   if (tid == 0) {
     for (int s = 0; s < num_stages; ++s) {
       mbar_init(smem_addr(&full_bar[s]), 1);
