@@ -342,7 +342,7 @@ void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUten
   // The kernel's stages (as many as fit in the budget, at most kMaxStages) and no more:
   // small stages leave room for more blocks per multiprocessor.
   using L = Smem<T, BN, BK>;
-  fp.stages = L::launch_stages(fp.row_bytes, fp.w_taps, kSplit);
+  fp.stages = L::launch_stages(fp.row_bytes, fp.w_taps);
   // CONVT_TMA_SMEM_KB=n: a stage budget of n KB (at most 104) where it leaves two stages,
   // for measuring pipeline depth against blocks per multiprocessor.
   static const int budget_kb = [] {
@@ -399,19 +399,19 @@ namespace {
 
 // Stages a launch of the TMA kernel uses (tma::Smem::launch_stages).
 template <typename T>
-int tma_launch_stages_t(int bn, int bk, int row_bytes, int w_taps, bool split) {
-  if (bn == 32 && bk == 16) return tma::Smem<T, 32, 16>::launch_stages(row_bytes, w_taps, split);
-  if (bn == 32) return tma::Smem<T, 32, 32>::launch_stages(row_bytes, w_taps, split);
-  if (bk == 16) return tma::Smem<T, 64, 16>::launch_stages(row_bytes, w_taps, split);
-  return tma::Smem<T, 64, 32>::launch_stages(row_bytes, w_taps, split);
+int tma_launch_stages_t(int bn, int bk, int row_bytes, int w_taps) {
+  if (bn == 32 && bk == 16) return tma::Smem<T, 32, 16>::launch_stages(row_bytes, w_taps);
+  if (bn == 32) return tma::Smem<T, 32, 32>::launch_stages(row_bytes, w_taps);
+  if (bk == 16) return tma::Smem<T, 64, 16>::launch_stages(row_bytes, w_taps);
+  return tma::Smem<T, 64, 32>::launch_stages(row_bytes, w_taps);
 }
 
 int tma_launch_stages(const ImplicitGemmFpropPlan& plan, DType dt) {
   if (dt == DType::kFloat32)
     return tma_launch_stages_t<float>(plan.tma_bn, plan.tma_bk, plan.tma_row_bytes,
-                                      plan.tma_w_taps, plan.split);
+                                      plan.tma_w_taps);
   return tma_launch_stages_t<__half>(plan.tma_bn, plan.tma_bk, plan.tma_row_bytes,
-                                     plan.tma_w_taps, plan.split);
+                                     plan.tma_w_taps);
 }
 
 }  // namespace
@@ -506,8 +506,7 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
   // weight (channels padded to BK and BN <= 64) never exceeds the workspace above.
   if (opt.forward_kernel == ForwardKernel::kAuto ||
       opt.forward_kernel == ForwardKernel::kImplicitGemmTma) {
-    // Split TF32 keeps two blocks per multiprocessor only with the 32-channel tile (its
-    // 64-channel tile would spill at the 168 registers that leaves).
+    // Split TF32 fits the kernel's 128 registers only with the 32-channel tile.
     plan.tma_bn = cog > 32 && !plan.split ? 64 : 32;
     plan.tma_bk = plan.block_k;
     // Segments of 32 (float) or 64 (16-bit) positions along W, four or two per tile.

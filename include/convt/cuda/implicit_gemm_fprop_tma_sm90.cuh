@@ -127,16 +127,14 @@ struct Smem {
                ? budget / stage_bytes(row_bytes, w_taps)
                : kMaxStages;
   }
-  // The stages a launch uses. TF32 and 16-bit tiles fit in 128 registers (launch bounds),
-  // so three blocks share a multiprocessor where their stages fit in kBudget3 each:
-  // twelve consumer warps with two or more stages each beat eight with deeper pipelines
-  // (H200, docs/kernels.md). Split TF32 needs more registers: two blocks, kBudget.
+  // The stages a launch uses. Every tile fits in 128 registers (launch bounds), so three
+  // blocks share a multiprocessor where their stages fit in kBudget3 each: twelve
+  // consumer warps with two or more stages each beat eight with deeper pipelines (H200,
+  // docs/kernels.md). Else two blocks, kBudget each.
   static constexpr int kBudget3 = 72 * 1024;
-  __host__ __device__ static constexpr int launch_stages(int row_bytes, int w_taps,
-                                                         bool split) {
-    return !split && stages(row_bytes, w_taps, kBudget3) >= 2
-               ? stages(row_bytes, w_taps, kBudget3)
-               : stages(row_bytes, w_taps);
+  __host__ __device__ static constexpr int launch_stages(int row_bytes, int w_taps) {
+    return stages(row_bytes, w_taps, kBudget3) >= 2 ? stages(row_bytes, w_taps, kBudget3)
+                                                    : stages(row_bytes, w_taps);
   }
 };
 
@@ -304,7 +302,7 @@ __device__ __forceinline__ uint32_t lds16(uint32_t addr) {
 // ---------------------------------------------------------------------------------------
 // kSplit: float32 as split TF32 (strict float32), see implicit_gemm_fprop_sm80.cuh.
 template <typename T, int BN, int BK, bool kSplit = false>
-__global__ void __launch_bounds__(kThreads, kSplit ? 2 : 3)
+__global__ void __launch_bounds__(kThreads, 3)
     fprop_tma_kernel(const __grid_constant__ CUtensorMap xmap, const TmaFpropParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using L = Smem<T, BN, BK>;
