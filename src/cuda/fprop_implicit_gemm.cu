@@ -288,7 +288,7 @@ bool make_x_tensor_map(CUtensorMap* map, const Problem& p, const TensorRef& x, i
   return true;
 }
 
-template <typename T, int BN, int BK, bool kSplit>
+template <typename T, int BN, int BK, bool kSplit, bool kWgmma = false>
 void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUtensorMap& map,
                 const TensorRef& w, const TensorRef* b, const TensorRef& y,
                 const ExecOptions& opt, int device) {
@@ -306,7 +306,7 @@ void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUten
   for (int d = 0; d < 3; ++d) pk.k[d] = int(p.kernel_size[d]);
   const int64_t packed = tma_packed_weight_elems(pk, BN, BK);
   const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
-  pack_weight_tma_kernel<T, BN, BK, kSplit><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
+  pack_weight_tma_kernel<T, BN, BK, kSplit, kWgmma><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
   check_cuda(cudaGetLastError(), "pack_weight_tma_kernel launch");
 
   TmaFpropParams fp{};
@@ -356,9 +356,16 @@ void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUten
   const std::size_t smem =
       std::size_t(fp.stages) * L::stage_bytes(fp.row_bytes, fp.w_taps) + 128;  // + alignment
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem(fprop_tma_kernel<T, BN, BK, kSplit>, L::kBytes, device, smem_set);
-  fprop_tma_kernel<T, BN, BK, kSplit><<<grid, kThreads, smem, opt.stream>>>(map, fp);
+  allow_smem(fprop_tma_kernel<T, BN, BK, kSplit, kWgmma>, L::kBytes, device, smem_set);
+  fprop_tma_kernel<T, BN, BK, kSplit, kWgmma><<<grid, kThreads, smem, opt.stream>>>(map, fp);
   check_cuda(cudaGetLastError(), "implicit-GEMM (TMA) forward launch");
+}
+
+// CONVT_TMA_MMA=wgmma runs the TMA kernel's 16-bit tiles on wgmma instead of mma.sync
+// (read at every call, so that tests can switch it).
+bool tma_wgmma_requested() {
+  const char* v = std::getenv("CONVT_TMA_MMA");
+  return v != nullptr && std::string(v) == "wgmma";
 }
 
 template <typename T, bool kSplit = false>
@@ -369,6 +376,13 @@ void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
   if constexpr (kSplit) {  // the planner gives split TF32 the 32-channel tile only
     if (bk == 16) launch_tma<T, 32, 16, true>(plan, p, map, w, b, y, opt, device);
     else launch_tma<T, 32, 32, true>(plan, p, map, w, b, y, opt, device);
+  } else if (sizeof(T) == 2 && tma_wgmma_requested()) {
+    if constexpr (sizeof(T) == 2) {
+      if (bn == 32 && bk == 16) launch_tma<T, 32, 16, false, true>(plan, p, map, w, b, y, opt, device);
+      else if (bn == 32) launch_tma<T, 32, 32, false, true>(plan, p, map, w, b, y, opt, device);
+      else if (bk == 16) launch_tma<T, 64, 16, false, true>(plan, p, map, w, b, y, opt, device);
+      else launch_tma<T, 64, 32, false, true>(plan, p, map, w, b, y, opt, device);
+    }
   } else {
     if (bn == 32 && bk == 16) launch_tma<T, 32, 16, false>(plan, p, map, w, b, y, opt, device);
     else if (bn == 32) launch_tma<T, 32, 32, false>(plan, p, map, w, b, y, opt, device);
@@ -643,7 +657,9 @@ bool choose_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const Tenso
 }
 
 std::string describe_tma(const ImplicitGemmFpropPlan& plan, DType dt) {
-  return detail::str_cat("implicit-GEMM TMA + mma.sync", plan.split ? " 3xTF32" : "",
+  const bool wgmma = dt != DType::kFloat32 && !plan.split && tma_wgmma_requested();
+  return detail::str_cat("implicit-GEMM TMA + ", wgmma ? "wgmma" : "mma.sync",
+                         plan.split ? " 3xTF32" : "",
                          ", ", plan.tma_w_taps, " W taps per box, tile 128 positions x ",
                          plan.tma_bn, " channels x ", plan.tma_bk, ", ",
                          tma_launch_stages(plan, dt), " stages, workspace ",

@@ -552,6 +552,52 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaPath,
                            return std::string(name);
                          });
 
+// The same cases with the 16-bit tiles on wgmma (CONVT_TMA_MMA=wgmma): its own weight
+// packing (canonical K-major core matrices), the warpgroup's row-to-position mapping and
+// its epilogue. Float32 keeps mma.sync, and says so.
+class CudaTmaWgmma : public ::testing::TestWithParam<int> {};
+
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  const char* name_;
+};
+
+TEST_P(CudaTmaWgmma, MatchesFloat64Oracle) {
+  const std::string reason = tma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const ScopedEnv env("CONVT_TMA_MMA", "wgmma");
+  const Case& c = tma_case_list()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(c.name());
+  for (const Precision& precision : kPrecisions) {
+    if (precision.dtype == DType::kFloat64) continue;
+    Problem p = c.problem;
+    p.dtype = precision.dtype;
+    ExecOptions opt;
+    opt.math = precision.math;
+    opt.forward_kernel = ForwardKernel::kImplicitGemmTma;
+    HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, c.layout);
+    DeviceTensor gx(x, nullptr);
+    const std::string what = convt::describe_forward(p, gx.ref, opt);
+    if (what.find("TMA") == std::string::npos) continue;  // declined layouts (see below)
+    const bool wgmma = p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16;
+    EXPECT_NE(what.find(wgmma ? "TMA + wgmma" : "TMA + mma.sync"), std::string::npos)
+        << precision.name << ": " << what;
+    if (!wgmma) continue;  // float32 is covered by CudaTmaPath
+    check_all_directions(c.problem, c.layout, precision, 104729u * uint64_t(GetParam()) + 7,
+                         nullptr, false, ForwardKernel::kImplicitGemmTma);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaWgmma,
+                         ::testing::Range(0, static_cast<int>(tma_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           char name[32];
+                           std::snprintf(name, sizeof(name), "case_%03d", info.param);
+                           return std::string(name);
+                         });
+
 // Layouts a tensor map cannot describe run the mma.sync kernels instead, and say so.
 TEST(CudaTmaPath, DeclinesLayoutsATensorMapCannotDescribe) {
   const std::string reason = tma_unavailable_reason();

@@ -171,7 +171,13 @@ __host__ __device__ inline int64_t tma_packed_weight_elems(const TmaPackParams& 
   return int64_t(p.groups) * p.k[0] * p.k[1] * p.k[2] * p.ci_chunks * p.co_tiles * bn * bk;
 }
 
-template <typename T, int BN, int BK, bool kSplit = false>
+// kWgmma (16-bit types): each tile in the canonical K-major layout of wgmma's shared
+// memory operand without swizzle instead: per MMA K step (16 channels), per group of 8
+// columns n, two 8 x 16-byte core matrices (channels 0-7 and 8-15 of the step), each
+// 8 rows (n) of 16 contiguous bytes (channels): byte offset ks * BN * 32 + (n / 8) * 256 +
+// (c / 8) * 128 + (n % 8) * 16 + (c % 8) * 2, i.e. leading (K) byte offset 128 and stride
+// (N) byte offset 256 in the descriptor (see wgmma_desc).
+template <typename T, int BN, int BK, bool kSplit = false, bool kWgmma = false>
 __global__ void pack_weight_tma_kernel(TmaPackParams p) {
   constexpr int kTile = BN * BK;
   constexpr int kNPairs = BN / 16;
@@ -189,7 +195,13 @@ __global__ void pack_weight_tma_kernel(TmaPackParams p) {
     const int kd = int(r % p.k[0]); r /= p.k[0];
     const int g = int(r);
     int c, n;  // channel within the chunk, column within the tile
-    if constexpr (sizeof(T) == 4) {
+    if constexpr (kWgmma) {
+      static_assert(sizeof(T) == 2, "wgmma tiles: 16-bit types");
+      const int e = i % 8, row = (i / 8) % 8, chunk = (i / 64) % 2;
+      const int ng = (i / 128) % (BN / 8), ks = i / (16 * BN);
+      n = ng * 8 + row;
+      c = ks * 16 + chunk * 8 + e;
+    } else if constexpr (sizeof(T) == 4) {
       const int j = i % 4, lane = (i / 4) % 32, rest = i / 128;
       const int np = rest % kNPairs, ks = rest / kNPairs;
       n = np * 16 + lane / 4 + (j / 2) * 8;
@@ -297,11 +309,223 @@ __device__ __forceinline__ uint32_t lds16(uint32_t addr) {
   return v;
 }
 
+// wgmma (sm_90a): the warpgroup's asynchronous MMA, A from registers, B from shared
+// memory through a matrix descriptor.
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Descriptor of a K-major, unswizzled B tile at shared address `addr` (16-byte aligned):
+// core matrices 128 bytes apart along K (leading byte offset), groups of 8 columns 256
+// bytes apart (stride byte offset); see pack_weight_tma_kernel.
+__device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr) {
+  return uint64_t((addr & 0x3ffffu) >> 4) | (uint64_t(128 >> 4) << 16) |
+         (uint64_t(256 >> 4) << 32);
+}
+
+// d (m64 x BN, float) += a (m64 x k16 from registers: this warp's 16 rows, in the
+// mma.m16n8k16 A layout) * B (k16 x BN at descriptor `desc`). Thread (warp w, lane
+// 4g + t) holds d[4p + 2h + s] = D[16w + 8h + g][8p + 2t + s].
+template <typename T, int BN>
+struct Wgmma;
+
+#define CONVT_WGMMA_D16                                                                   \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),     \
+      "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),          \
+      "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define CONVT_WGMMA_D32                                                                   \
+  CONVT_WGMMA_D16, "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),       \
+      "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]),       \
+      "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define CONVT_WGMMA_N32(TYPE)                                                              \
+  asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE                 \
+               " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15},"                 \
+               " {%16,%17,%18,%19}, %20, 1, 1, 1, 0;\n"                                    \
+               : CONVT_WGMMA_D16                                                          \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc))
+#define CONVT_WGMMA_N64(TYPE)                                                              \
+  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE                 \
+               " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,"  \
+               "%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"                         \
+               " {%32,%33,%34,%35}, %36, 1, 1, 1, 0;\n"                                    \
+               : CONVT_WGMMA_D32                                                          \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc))
+
+template <>
+struct Wgmma<__nv_bfloat16, 32> {
+  __device__ static void run(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
+    CONVT_WGMMA_N32("bf16");
+  }
+};
+template <>
+struct Wgmma<__nv_bfloat16, 64> {
+  __device__ static void run(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+    CONVT_WGMMA_N64("bf16");
+  }
+};
+template <>
+struct Wgmma<__half, 32> {
+  __device__ static void run(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
+    CONVT_WGMMA_N32("f16");
+  }
+};
+template <>
+struct Wgmma<__half, 64> {
+  __device__ static void run(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+    CONVT_WGMMA_N64("f16");
+  }
+};
+#undef CONVT_WGMMA_N64
+#undef CONVT_WGMMA_N32
+#undef CONVT_WGMMA_D32
+#undef CONVT_WGMMA_D16
+
 // ---------------------------------------------------------------------------------------
 // The kernel
 // ---------------------------------------------------------------------------------------
 // kSplit: float32 as split TF32 (strict float32), see implicit_gemm_fprop_sm80.cuh.
-template <typename T, int BN, int BK, bool kSplit = false>
+// The consumers of fprop_tma_kernel on wgmma: the four consumer warps are one warpgroup.
+// Per W tap and MMA K step of a stage, two m64 x BN x k16 wgmma cover the block's 128
+// positions: wgmma j takes positions 64j .. 64j + 63, warp w supplies rows 16w .. 16w + 15
+// of each from its A fragments (the same shifted-window loads as the mma.sync path), and
+// B comes straight from the stage's weight tile. The A fragments of the next (W tap, K
+// step) load while the current one's wgmma run; all complete before the stage is
+// released.
+template <typename T, int BN, int BK>
+__device__ __forceinline__ void consume_wgmma(
+    const TmaFpropParams& p, uint32_t smem_base, int seg_bytes, int a_bytes, int stage_bytes,
+    int num_stages, int num_chunks, int w_count, int w_doff, uint64_t* full_bar,
+    uint64_t* empty_bar, const int64_t* s_ybase, const int* s_valid, const int (*s_coord)[3]) {
+  using L = Smem<T, BN, BK>;
+  constexpr int kSegW = Seg<T>::kW;
+  constexpr int kAlign = Seg<T>::kAlign;
+  constexpr int kKS = BK / 16;  // MMA K steps per stage and W tap
+  constexpr int kD = BN / 2;    // accumulators per thread per m64 block
+  const int tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32;
+  const int gid = lane / 4, tig = lane % 4;
+  const int row_bytes = p.row_bytes;
+
+  // Rows of wgmma j: positions 64j + 16 warp + gid (+ 8); segment and column of each.
+  int seg[2];
+  uint32_t a_off[2][4];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int m0 = 64 * j + 16 * warp;
+    seg[j] = m0 / kSegW;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int w = m0 % kSegW + gid + (q % 2) * 8;
+      const int c = 2 * tig + (q / 2) * 8;
+      a_off[j][q] = uint32_t(seg[j] * seg_bytes + c * row_bytes + w * int(sizeof(T)));
+    }
+  }
+  int lead[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+    lead[j] = (s_coord[seg[j]][0] - (w_count - 1) * w_doff) & (kAlign - 1);
+
+  float acc[2][kD];
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < kD; ++e) acc[j][e] = 0.f;
+
+  int stage = 0;
+  uint32_t parity = 0;
+  for (int kc = 0; kc < num_chunks; ++kc) {
+    mbar_wait(smem_addr(&full_bar[stage]), parity);
+    const uint32_t stage_base = smem_base + uint32_t(stage * stage_bytes);
+    // Items (W tap jw, K step ks), it = jw * kKS + ks: load an item's A fragments while
+    // the previous item's wgmma run, in two register buffers. Before a buffer is loaded
+    // again, wgmma.wait_group 1 lets all but the latest group complete: the one that read it.
+    auto load = [&](uint32_t (&a)[2][4], int it) {
+      const int jw = it / kKS, ks = it % kKS;
+      const int shift = (w_count - 1 - jw) * w_doff;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const uint32_t base = stage_base + uint32_t((lead[j] + shift) * int(sizeof(T)) +
+                                                    ks * 16 * row_bytes);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const uint32_t addr = base + a_off[j][q];
+          a[j][q] = lds16(addr) | (lds16(addr + row_bytes) << 16);
+        }
+      }
+    };
+    auto issue = [&](const uint32_t (&a)[2][4], int it) {
+      const int jw = it / kKS, ks = it % kKS;
+      const uint64_t desc =
+          wgmma_desc(stage_base + uint32_t(a_bytes + jw * L::kBBytes + ks * BN * 32));
+      wgmma_fence();
+      Wgmma<T, BN>::run(acc[0], a[0], desc);
+      Wgmma<T, BN>::run(acc[1], a[1], desc);
+      wgmma_commit();
+    };
+    const int items = w_count * kKS;
+    uint32_t a0[2][4], a1[2][4];
+    load(a0, 0);
+    for (int it = 0; it < items; it += 2) {
+      issue(a0, it);
+      if (it + 1 < items) {
+        wgmma_wait<1>();
+        load(a1, it + 1);
+        issue(a1, it + 1);
+      }
+      if (it + 2 < items) {
+        wgmma_wait<1>();
+        load(a0, it + 2);
+      }
+    }
+    wgmma_wait<0>();
+    // Every consumer thread releases the stage after its wgmma reads of it completed.
+    mbar_arrive(smem_addr(&empty_bar[stage]));
+    if (++stage == num_stages) {
+      stage = 0;
+      parity ^= 1u;
+    }
+  }
+
+  // ---- epilogue: bias, convert, store ----
+  T* y = static_cast<T*>(p.y);
+  const T* bias = static_cast<const T*>(p.bias);
+  const int64_t ys_w = int64_t(p.stride[2]) * p.y_str[4];
+  const int64_t ys_c = p.y_str[1];
+  const int g = blockIdx.y;
+  const int co_base = int(blockIdx.x % p.co_tiles) * BN;
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int valid = s_valid[seg[j]];
+    const int64_t ybase = s_ybase[seg[j]];
+#pragma unroll
+    for (int pn = 0; pn < BN / 8; ++pn) {
+#pragma unroll
+      for (int sc = 0; sc < 2; ++sc) {
+        const int co = co_base + pn * 8 + 2 * tig + sc;
+        if (co >= p.cog) continue;
+        const int64_t cg = int64_t(g) * p.cog + co;
+        const float bv = bias ? Elem<T>::to_float(bias[cg * p.b_str]) : 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int w = (64 * j + 16 * warp) % kSegW + 8 * h + gid;
+          if (w < valid)
+            y[ybase + cg * ys_c + w * ys_w] = Elem<T>::from_float(acc[j][4 * pn + 2 * h + sc] + bv);
+        }
+      }
+    }
+  }
+}
+
+// kWgmma (16-bit types, sm_90a): the consumers run as one warpgroup on wgmma (see
+// consume_wgmma) instead of mma.sync; B tiles are packed for it (pack_weight_tma_kernel).
+template <typename T, int BN, int BK, bool kSplit = false, bool kWgmma = false>
 __global__ void __launch_bounds__(kThreads, 3)
     fprop_tma_kernel(const __grid_constant__ CUtensorMap xmap, const TmaFpropParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -453,6 +677,17 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 
   // ---------------- consumers ----------------
+  if constexpr (kWgmma) {
+    static_assert(sizeof(T) == 2 && !kSplit, "wgmma: 16-bit types");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    consume_wgmma<T, BN, BK>(p, smem_base, seg_bytes, a_bytes, stage_bytes, num_stages,
+                             num_chunks, w_count, w_doff, full_bar, empty_bar, s_ybase,
+                             s_valid, s_coord);
+#else
+    __trap();  // wgmma exists on sm_90a only: CONVT_TMA_MMA=wgmma needs an sm_90a build
+#endif
+    return;
+  } else {
   const int gid = lane / 4, tig = lane % 4;
   const int m0 = warp * 32;            // first row (position) of this warp in the tile
   const int seg = m0 / kSegW;          // the segment it lies in
@@ -588,6 +823,7 @@ __global__ void __launch_bounds__(kThreads, 3)
       }
     }
   }
+  }  // !kWgmma
 #endif  // __CUDA_ARCH__ >= 900
 }
 
