@@ -517,12 +517,11 @@ const std::vector<Case>& tma_case_list() {
   return all;
 }
 
-class CudaTmaPath : public ::testing::TestWithParam<int> {};
-
-TEST_P(CudaTmaPath, MatchesFloat64Oracle) {
-  const std::string reason = tma_unavailable_reason();
-  if (!reason.empty()) GTEST_SKIP() << reason;
-  const Case& c = tma_case_list()[static_cast<size_t>(GetParam())];
+// Case `index` of tma_case_list() in every precision with the TMA kernel asked for:
+// describe_forward names it (mma.sync; wgmma for 16-bit types when `wgmma`, see
+// CudaTmaWgmma; 3xTF32 for strict float32 only), and every direction matches the oracle.
+void check_tma_case(int index, bool wgmma) {
+  const Case& c = tma_case_list()[static_cast<size_t>(index)];
   SCOPED_TRACE(c.name());
   for (const Precision& precision : kPrecisions) {
     if (precision.dtype == DType::kFloat64) continue;
@@ -534,32 +533,48 @@ TEST_P(CudaTmaPath, MatchesFloat64Oracle) {
     HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, c.layout);
     DeviceTensor gx(x, nullptr);
     const std::string what = convt::describe_forward(p, gx.ref, opt);
-    EXPECT_NE(what.find("TMA + mma.sync"), std::string::npos) << precision.name << ": " << what;
+    const bool on_wgmma = wgmma && p.dtype != DType::kFloat32;
+    EXPECT_NE(what.find(on_wgmma ? "TMA + wgmma" : "TMA + mma.sync"), std::string::npos)
+        << precision.name << ": " << what;
     // Strict float32 runs the same kernel in split TF32; no other mode does.
     const bool split = p.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32;
     EXPECT_EQ(what.find("3xTF32") != std::string::npos, split) << precision.name << ": " << what;
-    check_all_directions(c.problem, c.layout, precision, 7919u * uint64_t(GetParam()) + 11,
-                         nullptr, false, ForwardKernel::kImplicitGemmTma);
+    if (wgmma && !on_wgmma) continue;  // float32 runs mma.sync either way (CudaTmaPath)
+    check_all_directions(c.problem, c.layout, precision,
+                         (wgmma ? 104729u : 7919u) * uint64_t(index) + 11, nullptr, false,
+                         ForwardKernel::kImplicitGemmTma);
   }
+}
+
+std::string tma_case_name(const ::testing::TestParamInfo<int>& info) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "case_%03d", info.param);
+  return std::string(name);
+}
+
+class CudaTmaPath : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaTmaPath, MatchesFloat64Oracle) {
+  const std::string reason = tma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  check_tma_case(GetParam(), false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaPath,
                          ::testing::Range(0, static_cast<int>(tma_case_list().size()),
                                           quick_mode() ? 3 : 1),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           char name[32];
-                           std::snprintf(name, sizeof(name), "case_%03d", info.param);
-                           return std::string(name);
-                         });
+                         tma_case_name);
 
-// The same cases with the 16-bit tiles on wgmma (CONVT_TMA_MMA=wgmma): its own weight
-// packing (canonical K-major core matrices), the warpgroup's row-to-position mapping and
-// its epilogue. Float32 keeps mma.sync, and says so.
+// The same cases with the 16-bit tiles on wgmma (CONVT_TMA_MMA=wgmma, sm_90a builds): its
+// weight packing (canonical K-major core matrices), the warpgroup's rows-to-positions
+// mapping and its epilogue.
 class CudaTmaWgmma : public ::testing::TestWithParam<int> {};
 
 struct ScopedEnv {
   ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
   ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
   const char* name_;
 };
 
@@ -567,36 +582,13 @@ TEST_P(CudaTmaWgmma, MatchesFloat64Oracle) {
   const std::string reason = tma_unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << reason;
   const ScopedEnv env("CONVT_TMA_MMA", "wgmma");
-  const Case& c = tma_case_list()[static_cast<size_t>(GetParam())];
-  SCOPED_TRACE(c.name());
-  for (const Precision& precision : kPrecisions) {
-    if (precision.dtype == DType::kFloat64) continue;
-    Problem p = c.problem;
-    p.dtype = precision.dtype;
-    ExecOptions opt;
-    opt.math = precision.math;
-    opt.forward_kernel = ForwardKernel::kImplicitGemmTma;
-    HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, c.layout);
-    DeviceTensor gx(x, nullptr);
-    const std::string what = convt::describe_forward(p, gx.ref, opt);
-    if (what.find("TMA") == std::string::npos) continue;  // declined layouts (see below)
-    const bool wgmma = p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16;
-    EXPECT_NE(what.find(wgmma ? "TMA + wgmma" : "TMA + mma.sync"), std::string::npos)
-        << precision.name << ": " << what;
-    if (!wgmma) continue;  // float32 is covered by CudaTmaPath
-    check_all_directions(c.problem, c.layout, precision, 104729u * uint64_t(GetParam()) + 7,
-                         nullptr, false, ForwardKernel::kImplicitGemmTma);
-  }
+  check_tma_case(GetParam(), true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaWgmma,
                          ::testing::Range(0, static_cast<int>(tma_case_list().size()),
                                           quick_mode() ? 3 : 1),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           char name[32];
-                           std::snprintf(name, sizeof(name), "case_%03d", info.param);
-                           return std::string(name);
-                         });
+                         tma_case_name);
 
 // Layouts a tensor map cannot describe run the mma.sync kernels instead, and say so.
 TEST(CudaTmaPath, DeclinesLayoutsATensorMapCannotDescribe) {
