@@ -361,8 +361,8 @@ void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUten
   check_cuda(cudaGetLastError(), "implicit-GEMM (TMA) forward launch");
 }
 
-// CONVT_TMA_MMA=wgmma runs the TMA kernel's 16-bit tiles on wgmma instead of mma.sync
-// (read at every call, so that tests can switch it).
+// CONVT_TMA_MMA=wgmma runs the TMA kernel on wgmma instead of mma.sync, split TF32
+// (strict float32) excepted (read at every call, so that tests can switch it).
 bool tma_wgmma_requested() {
   const char* v = std::getenv("CONVT_TMA_MMA");
   return v != nullptr && std::string(v) == "wgmma";
@@ -376,13 +376,11 @@ void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
   if constexpr (kSplit) {  // the planner gives split TF32 the 32-channel tile only
     if (bk == 16) launch_tma<T, 32, 16, true>(plan, p, map, w, b, y, opt, device);
     else launch_tma<T, 32, 32, true>(plan, p, map, w, b, y, opt, device);
-  } else if (sizeof(T) == 2 && tma_wgmma_requested()) {
-    if constexpr (sizeof(T) == 2) {
-      if (bn == 32 && bk == 16) launch_tma<T, 32, 16, false, true>(plan, p, map, w, b, y, opt, device);
-      else if (bn == 32) launch_tma<T, 32, 32, false, true>(plan, p, map, w, b, y, opt, device);
-      else if (bk == 16) launch_tma<T, 64, 16, false, true>(plan, p, map, w, b, y, opt, device);
-      else launch_tma<T, 64, 32, false, true>(plan, p, map, w, b, y, opt, device);
-    }
+  } else if (tma_wgmma_requested()) {
+    if (bn == 32 && bk == 16) launch_tma<T, 32, 16, false, true>(plan, p, map, w, b, y, opt, device);
+    else if (bn == 32) launch_tma<T, 32, 32, false, true>(plan, p, map, w, b, y, opt, device);
+    else if (bk == 16) launch_tma<T, 64, 16, false, true>(plan, p, map, w, b, y, opt, device);
+    else launch_tma<T, 64, 32, false, true>(plan, p, map, w, b, y, opt, device);
   } else {
     if (bn == 32 && bk == 16) launch_tma<T, 32, 16, false>(plan, p, map, w, b, y, opt, device);
     else if (bn == 32) launch_tma<T, 32, 32, false>(plan, p, map, w, b, y, opt, device);
@@ -657,7 +655,7 @@ bool choose_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const Tenso
 }
 
 std::string describe_tma(const ImplicitGemmFpropPlan& plan, DType dt) {
-  const bool wgmma = dt != DType::kFloat32 && !plan.split && tma_wgmma_requested();
+  const bool wgmma = !plan.split && tma_wgmma_requested();
   return detail::str_cat("implicit-GEMM TMA + ", wgmma ? "wgmma" : "mma.sync",
                          plan.split ? " 3xTF32" : "",
                          ", ", plan.tma_w_taps, " W taps per box, tile 128 positions x ",

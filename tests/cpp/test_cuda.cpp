@@ -518,7 +518,7 @@ const std::vector<Case>& tma_case_list() {
 }
 
 // Case `index` of tma_case_list() in every precision with the TMA kernel asked for:
-// describe_forward names it (mma.sync; wgmma for 16-bit types when `wgmma`, see
+// describe_forward names it (mma.sync; wgmma when `wgmma` but for split TF32, see
 // CudaTmaWgmma; 3xTF32 for strict float32 only), and every direction matches the oracle.
 void check_tma_case(int index, bool wgmma) {
   const Case& c = tma_case_list()[static_cast<size_t>(index)];
@@ -533,13 +533,13 @@ void check_tma_case(int index, bool wgmma) {
     HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, c.layout);
     DeviceTensor gx(x, nullptr);
     const std::string what = convt::describe_forward(p, gx.ref, opt);
-    const bool on_wgmma = wgmma && p.dtype != DType::kFloat32;
-    EXPECT_NE(what.find(on_wgmma ? "TMA + wgmma" : "TMA + mma.sync"), std::string::npos)
-        << precision.name << ": " << what;
-    // Strict float32 runs the same kernel in split TF32; no other mode does.
+    // Strict float32 runs the same kernel in split TF32 (on mma.sync); no other mode does.
     const bool split = p.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32;
     EXPECT_EQ(what.find("3xTF32") != std::string::npos, split) << precision.name << ": " << what;
-    if (wgmma && !on_wgmma) continue;  // float32 runs mma.sync either way (CudaTmaPath)
+    const bool on_wgmma = wgmma && !split;
+    EXPECT_NE(what.find(on_wgmma ? "TMA + wgmma" : "TMA + mma.sync"), std::string::npos)
+        << precision.name << ": " << what;
+    if (wgmma && !on_wgmma) continue;  // split TF32 runs mma.sync either way (CudaTmaPath)
     check_all_directions(c.problem, c.layout, precision,
                          (wgmma ? 104729u : 7919u) * uint64_t(index) + 11, nullptr, false,
                          ForwardKernel::kImplicitGemmTma);
@@ -565,8 +565,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaPath,
                                           quick_mode() ? 3 : 1),
                          tma_case_name);
 
-// The same cases with the 16-bit tiles on wgmma (CONVT_TMA_MMA=wgmma, sm_90a builds): its
-// weight packing (canonical K-major core matrices), the warpgroup's rows-to-positions
+// The same cases on wgmma (CONVT_TMA_MMA=wgmma, sm_90a builds; TF32 and 16-bit types):
+// its weight packing (canonical K-major core matrices), the warpgroup's rows-to-positions
 // mapping and its epilogue.
 class CudaTmaWgmma : public ::testing::TestWithParam<int> {};
 

@@ -171,12 +171,14 @@ __host__ __device__ inline int64_t tma_packed_weight_elems(const TmaPackParams& 
   return int64_t(p.groups) * p.k[0] * p.k[1] * p.k[2] * p.ci_chunks * p.co_tiles * bn * bk;
 }
 
-// kWgmma (16-bit types): each tile in the canonical K-major layout of wgmma's shared
-// memory operand without swizzle instead: per MMA K step (16 channels), per group of 8
-// columns n, two 8 x 16-byte core matrices (channels 0-7 and 8-15 of the step), each
-// 8 rows (n) of 16 contiguous bytes (channels): byte offset ks * BN * 32 + (n / 8) * 256 +
-// (c / 8) * 128 + (n % 8) * 16 + (c % 8) * 2, i.e. leading (K) byte offset 128 and stride
-// (N) byte offset 256 in the descriptor (see wgmma_desc).
+// kWgmma: each tile in the canonical K-major layout of wgmma's shared-memory operand
+// without swizzle instead: per MMA K step (16 channels of a 16-bit type, 8 of float), per
+// group of 8 columns n, two 8 x 16-byte core matrices (the step's two halves along K),
+// each 8 rows (n) of 16 contiguous bytes: byte offset ks * BN * 32 + (n / 8) * 256 +
+// half * 128 + (n % 8) * 16 + e * sizeof(T), i.e. leading (K) byte offset 128 and stride
+// (N) byte offset 256 in the descriptor (see wgmma_desc). 16-bit: element e of half h is
+// channel 8h + e of the step. TF32: MMA k index t is channel 2t and t + 4 is 2t + 1, as
+// in the mma.sync packing, so element e of half h is channel 2e + h.
 template <typename T, int BN, int BK, bool kSplit = false, bool kWgmma = false>
 __global__ void pack_weight_tma_kernel(TmaPackParams p) {
   constexpr int kTile = BN * BK;
@@ -196,11 +198,11 @@ __global__ void pack_weight_tma_kernel(TmaPackParams p) {
     const int g = int(r);
     int c, n;  // channel within the chunk, column within the tile
     if constexpr (kWgmma) {
-      static_assert(sizeof(T) == 2, "wgmma tiles: 16-bit types");
-      const int e = i % 8, row = (i / 8) % 8, chunk = (i / 64) % 2;
-      const int ng = (i / 128) % (BN / 8), ks = i / (16 * BN);
+      constexpr int kE = 16 / int(sizeof(T));  // elements per core-matrix row
+      const int e = i % kE, row = (i / kE) % 8, half = (i / (8 * kE)) % 2;
+      const int ng = (i / (16 * kE)) % (BN / 8), ks = i / (2 * kE * BN);
       n = ng * 8 + row;
-      c = ks * 16 + chunk * 8 + e;
+      c = sizeof(T) == 4 ? ks * 8 + 2 * e + half : ks * 16 + half * 8 + e;
     } else if constexpr (sizeof(T) == 4) {
       const int j = i % 4, lane = (i / 4) % 32, rest = i / 128;
       const int np = rest % kNPairs, ks = rest / kNPairs;
@@ -330,9 +332,10 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr) {
          (uint64_t(256 >> 4) << 32);
 }
 
-// d (m64 x BN, float) += a (m64 x k16 from registers: this warp's 16 rows, in the
-// mma.m16n8k16 A layout) * B (k16 x BN at descriptor `desc`). Thread (warp w, lane
-// 4g + t) holds d[4p + 2h + s] = D[16w + 8h + g][8p + 2t + s].
+// d (m64 x BN, float) += a (m64 x k from registers: this warp's 16 rows, in the A layout
+// of mma.m16n8k16, or m16n8k8 for TF32) * B (k x BN at descriptor `desc`); k = 16 for
+// 16-bit types, 8 for TF32. Thread (warp w, lane 4g + t) holds d[4p + 2h + s] =
+// D[16w + 8h + g][8p + 2t + s].
 template <typename T, int BN>
 struct Wgmma;
 
@@ -344,42 +347,57 @@ struct Wgmma;
   CONVT_WGMMA_D16, "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),       \
       "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]),       \
       "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-#define CONVT_WGMMA_N32(TYPE)                                                              \
-  asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE                 \
+// OP: shape and types; IMM: scale-d (1: accumulate), scale-a, scale-b and, for 16-bit
+// types, transpose-b (0: B K-major).
+#define CONVT_WGMMA_N32(OP, IMM)                                                          \
+  asm volatile("wgmma.mma_async.sync.aligned." OP                                          \
                " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15},"                 \
-               " {%16,%17,%18,%19}, %20, 1, 1, 1, 0;\n"                                    \
+               " {%16,%17,%18,%19}, %20, " IMM ";\n"                                       \
                : CONVT_WGMMA_D16                                                          \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc))
-#define CONVT_WGMMA_N64(TYPE)                                                              \
-  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE                 \
+#define CONVT_WGMMA_N64(OP, IMM)                                                          \
+  asm volatile("wgmma.mma_async.sync.aligned." OP                                          \
                " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,"  \
                "%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"                         \
-               " {%32,%33,%34,%35}, %36, 1, 1, 1, 0;\n"                                    \
+               " {%32,%33,%34,%35}, %36, " IMM ";\n"                                       \
                : CONVT_WGMMA_D32                                                          \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc))
 
 template <>
 struct Wgmma<__nv_bfloat16, 32> {
   __device__ static void run(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
-    CONVT_WGMMA_N32("bf16");
+    CONVT_WGMMA_N32("m64n32k16.f32.bf16.bf16", "1, 1, 1, 0");
   }
 };
 template <>
 struct Wgmma<__nv_bfloat16, 64> {
   __device__ static void run(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
-    CONVT_WGMMA_N64("bf16");
+    CONVT_WGMMA_N64("m64n64k16.f32.bf16.bf16", "1, 1, 1, 0");
   }
 };
 template <>
 struct Wgmma<__half, 32> {
   __device__ static void run(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
-    CONVT_WGMMA_N32("f16");
+    CONVT_WGMMA_N32("m64n32k16.f32.f16.f16", "1, 1, 1, 0");
   }
 };
 template <>
 struct Wgmma<__half, 64> {
   __device__ static void run(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
-    CONVT_WGMMA_N64("f16");
+    CONVT_WGMMA_N64("m64n64k16.f32.f16.f16", "1, 1, 1, 0");
+  }
+};
+// TF32: k8 per instruction; A registers hold TF32 bit patterns (m16n8k8 A layout).
+template <>
+struct Wgmma<float, 32> {
+  __device__ static void run(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
+    CONVT_WGMMA_N32("m64n32k8.f32.tf32.tf32", "1, 1, 1");
+  }
+};
+template <>
+struct Wgmma<float, 64> {
+  __device__ static void run(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+    CONVT_WGMMA_N64("m64n64k8.f32.tf32.tf32", "1, 1, 1");
   }
 };
 #undef CONVT_WGMMA_N64
@@ -392,7 +410,7 @@ struct Wgmma<__half, 64> {
 // ---------------------------------------------------------------------------------------
 // kSplit: float32 as split TF32 (strict float32), see implicit_gemm_fprop_sm80.cuh.
 // The consumers of fprop_tma_kernel on wgmma: the four consumer warps are one warpgroup.
-// Per W tap and MMA K step of a stage, two m64 x BN x k16 wgmma cover the block's 128
+// Per W tap and MMA K step of a stage, two m64 x BN x k wgmma cover the block's 128
 // positions: wgmma j takes positions 64j .. 64j + 63, warp w supplies rows 16w .. 16w + 15
 // of each from its A fragments (the same shifted-window loads as the mma.sync path), and
 // B comes straight from the stage's weight tile. The A fragments of the next (W tap, K
@@ -406,7 +424,8 @@ __device__ __forceinline__ void consume_wgmma(
   using L = Smem<T, BN, BK>;
   constexpr int kSegW = Seg<T>::kW;
   constexpr int kAlign = Seg<T>::kAlign;
-  constexpr int kKS = BK / 16;  // MMA K steps per stage and W tap
+  constexpr int kMmaK = Mma<T>::kK;  // channels per MMA K step: 16 (16-bit), 8 (TF32)
+  constexpr int kKS = BK / kMmaK;     // MMA K steps per stage and W tap
   constexpr int kD = BN / 2;    // accumulators per thread per m64 block
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
@@ -422,8 +441,10 @@ __device__ __forceinline__ void consume_wgmma(
     seg[j] = m0 / kSegW;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
+      // Register q: row g (q even) or g + 8 (q odd); 16-bit: channels 2t, 2t + 1 (+ 8 for
+      // q / 2); TF32: k index t (channel 2t) or t + 4 (channel 2t + 1), see the packing.
       const int w = m0 % kSegW + gid + (q % 2) * 8;
-      const int c = 2 * tig + (q / 2) * 8;
+      const int c = sizeof(T) == 4 ? 2 * tig + q / 2 : 2 * tig + (q / 2) * 8;
       a_off[j][q] = uint32_t(seg[j] * seg_bytes + c * row_bytes + w * int(sizeof(T)));
     }
   }
@@ -452,11 +473,14 @@ __device__ __forceinline__ void consume_wgmma(
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const uint32_t base = stage_base + uint32_t((lead[j] + shift) * int(sizeof(T)) +
-                                                    ks * 16 * row_bytes);
+                                                    ks * kMmaK * row_bytes);
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           const uint32_t addr = base + a_off[j][q];
-          a[j][q] = lds16(addr) | (lds16(addr + row_bytes) << 16);
+          if constexpr (sizeof(T) == 4)
+            a[j][q] = to_tf32(__uint_as_float(lds32(addr)));
+          else
+            a[j][q] = lds16(addr) | (lds16(addr + row_bytes) << 16);
         }
       }
     };
@@ -523,8 +547,9 @@ __device__ __forceinline__ void consume_wgmma(
   }
 }
 
-// kWgmma (16-bit types, sm_90a): the consumers run as one warpgroup on wgmma (see
-// consume_wgmma) instead of mma.sync; B tiles are packed for it (pack_weight_tma_kernel).
+// kWgmma (TF32 and 16-bit types, sm_90a): the consumers run as one warpgroup on wgmma
+// (see consume_wgmma) instead of mma.sync; B tiles are packed for it
+// (pack_weight_tma_kernel).
 template <typename T, int BN, int BK, bool kSplit = false, bool kWgmma = false>
 __global__ void __launch_bounds__(kThreads, 3)
     fprop_tma_kernel(const __grid_constant__ CUtensorMap xmap, const TmaFpropParams p) {
@@ -678,7 +703,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 
   // ---------------- consumers ----------------
   if constexpr (kWgmma) {
-    static_assert(sizeof(T) == 2 && !kSplit, "wgmma: 16-bit types");
+    static_assert(!kSplit, "wgmma: TF32 and 16-bit types, not split TF32");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     consume_wgmma<T, BN, BK>(p, smem_base, seg_bytes, a_bytes, stage_bytes, num_stages,
                              num_chunks, w_count, w_doff, full_bar, empty_bar, s_ybase,
