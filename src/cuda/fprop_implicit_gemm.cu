@@ -288,6 +288,17 @@ bool make_x_tensor_map(CUtensorMap* map, const Problem& p, const TensorRef& x, i
   return true;
 }
 
+// The W phases of the TMA kernel's grid, into its parameters (see tma_w_phases).
+void set_w_owners(tma::TmaFpropParams& fp) {
+  const TmaWPhases w = tma_w_phases(fp.stride[2], fp.pad[2], fp.dil[2], fp.k[2], fp.out[2]);
+  fp.w_map = w.map ? 1 : 0;
+  fp.w_phases = w.phases;
+  for (int i = 0; i < kTmaMaxWPhases; ++i) {
+    fp.w_owner[i] = w.owner[i];
+    fp.w_owned[i] = w.owned[i];
+  }
+}
+
 template <typename T, int BN, int BK, bool kSplit, bool kWgmma = false>
 void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUtensorMap& map,
                 const TensorRef& w, const TensorRef* b, const TensorRef& y,
@@ -331,6 +342,8 @@ void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUten
     fp.dil[d] = int(p.dilation[d]);
     phases *= p.stride[d];
   }
+  set_w_owners(fp);
+  phases = phases / fp.stride[2] * fp.w_phases;
   fp.num_phases = int(phases);
   fp.row_bytes = plan.tma_row_bytes;
   fp.w_taps = plan.tma_w_taps;
@@ -401,6 +414,25 @@ int tma_stages_t(int bn, int bk, int row_bytes, int w_taps) {
 }  // namespace
 
 static_assert(kTmaMaxStages == tma::kMaxStages, "fprop_implicit_gemm.hpp names the kernel's limit");
+static_assert(kTmaMaxWPhases == tma::kMaxWPhases, "fprop_implicit_gemm.hpp names the kernel's limit");
+
+TmaWPhases tma_w_phases(int stride, int pad, int dil, int k, int out) {
+  TmaWPhases w;
+  w.phases = stride;
+  if (stride > kTmaMaxWPhases) return w;
+  int owners = 0;
+  for (int rw = 0; rw < stride; ++rw)
+    if (igemm::phase_taps(rw, stride, pad, dil, k).count > 0) w.owner[owners++] = rw;
+  if (owners == 0 || owners == stride || w.owner[0] >= out) {
+    for (int i = 0; i < kTmaMaxWPhases; ++i) w.owner[i] = 0;
+    return w;
+  }
+  for (int i = 0; i < owners; ++i)
+    w.owned[i] = (w.owner[(i + 1) % owners] - w.owner[i] - 1 + stride) % stride;
+  w.map = true;
+  w.phases = owners;
+  return w;
+}
 
 int tma_pipeline_stages(DType dt, int bn, int bk, int row_bytes, int w_taps) {
   if (dt == DType::kFloat32) return tma_stages_t<float>(bn, bk, row_bytes, w_taps);

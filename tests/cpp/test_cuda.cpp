@@ -504,6 +504,13 @@ std::vector<Case> tma_cases() {
                    {2, 2, 1}, true));
   add(make_problem(3, 4, 32, 80, 4, {8, 12, 48}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 0, 1},
                    {1, 1, 1}, false));
+  // W phases without taps, written by the phase with taps before them: stride 4 with
+  // dilation 2 (owners 1 and 3; phase 0 wraps to the previous position, except for the
+  // first output of a row), stride 5 like kb81, output_padding at the row's end.
+  add(make_problem(2, 2, 16, 40, 1, {6, 24, 1}, {1, 2, 1}, {1, 4, 1}, {0, 1, 0}, {0, 3, 0},
+                   {1, 2, 1}, true));
+  add(make_problem(3, 2, 8, 24, 2, {3, 4, 16}, {2, 3, 3}, {1, 2, 5}, {0, 1, 1}, {0, 1, 4},
+                   {1, 1, 2}, false));
   // Row-padded input (W contiguous, padded H/C/N strides), also with groups: the batch
   // stride then does not join batch and groups, and the kernel must decline.
   add(make_problem(2, 2, 16, 32, 1, {7, 24, 1}, {3, 3, 1}, {2, 1, 1}, {1, 1, 0}, {1, 0, 0},

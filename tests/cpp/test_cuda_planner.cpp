@@ -10,6 +10,7 @@
 // that exist as kernels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -167,6 +168,58 @@ TEST(CudaPlanner, NarrowsTheTileForManyWTapsAndDeclinesTooWideWindows) {
   ASSERT_TRUE(plan.usable);
   EXPECT_FALSE(plan.tma);
   EXPECT_EQ(plan.tma_reason, "the W taps' input window is too wide for a TMA box");
+}
+
+// The W phases of the TMA kernel's grid: with the owner map, every output W index of a
+// row must be written exactly once (by its own phase's block, or as a tap-less output
+// after an owner's output, or ahead of the first owner's first output), owners must be
+// exactly the phases with taps, and without the map every phase runs. Simulated here
+// the way the kernel's epilogue walks it, over a fuzzed sweep checked by brute force.
+TEST(CudaPlanner, TmaWPhaseOwnersWriteEveryOutputOnce) {
+  std::mt19937_64 rng(977);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int mapped = 0, wrapped = 0, leading = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    const int s = pick(1, 20), dil = pick(1, 6), k = pick(1, 7), len = pick(1, 40);
+    const int pad = pick(0, dil * (k - 1)), op = pick(0, std::max(s, dil) - 1);
+    const int out = (len - 1) * s - 2 * pad + dil * (k - 1) + op + 1;
+    if (out <= 0) continue;
+    SCOPED_TRACE("s=" + std::to_string(s) + " dil=" + std::to_string(dil) + " k=" +
+                 std::to_string(k) + " pad=" + std::to_string(pad) + " out=" + std::to_string(out));
+    std::vector<bool> has_taps(size_t(s), false);
+    for (int r = 0; r < s; ++r)
+      for (int kk = 0; kk < k; ++kk)
+        if ((((r + pad - kk * dil) % s) + s) % s == 0) has_taps[size_t(r)] = true;
+    const convt::cuda::TmaWPhases w = convt::cuda::tma_w_phases(s, pad, dil, k, out);
+    if (!w.map) {
+      EXPECT_EQ(w.phases, s);
+      continue;
+    }
+    ++mapped;
+    ASSERT_LE(s, convt::cuda::kTmaMaxWPhases);
+    std::vector<int> writes(size_t(out), 0);
+    int owners = 0;
+    for (int r = 0; r < s; ++r) owners += has_taps[size_t(r)] ? 1 : 0;
+    ASSERT_EQ(w.phases, owners);
+    for (int i = 0; i < w.phases; ++i) {
+      const int r = w.owner[i];
+      ASSERT_TRUE(has_taps[size_t(r)]) << "owner " << r << " has no W tap";
+      if (i > 0) ASSERT_GT(r, w.owner[i - 1]);
+      const int before = i == 0 ? r : 0;
+      for (int o = r; o < out; o += s) {
+        ++writes[size_t(o)];
+        for (int j = 1; j <= w.owned[i] && o + j < out; ++j) ++writes[size_t(o + j)];
+        if (o == before)
+          for (int j = 1; j <= before; ++j) ++writes[size_t(o - j)];
+      }
+      if (r + w.owned[i] >= s) ++wrapped;
+      if (before > 0) ++leading;
+    }
+    for (int o = 0; o < out; ++o) ASSERT_EQ(writes[size_t(o)], 1) << "output " << o;
+  }
+  EXPECT_GT(mapped, 1000);
+  EXPECT_GT(wrapped, 100);
+  EXPECT_GT(leading, 100);
 }
 
 }  // namespace

@@ -84,6 +84,7 @@ constexpr int kConsumerWarps = 4;
 constexpr int kThreads = (kConsumerWarps + 1) * 32;
 constexpr int kBlockM = 128;  // output positions per block (32 per consumer warp)
 constexpr int kMaxStages = 8;
+constexpr int kMaxWPhases = 16;  // W strides up to which tap-less W phases have owners
 
 // A segment: kW consecutive positions of one output row of a phase (128 bytes of them).
 // Its box holds, per channel, the input columns of every W tap of the phase: tap j's
@@ -147,7 +148,17 @@ struct TmaFpropParams {
   int N, cig, cog, groups;
   int ci_chunks;  // cig_pad / BK
   int co_tiles;   // cog_pad / BN
-  int num_phases;
+  int num_phases;  // phases in the grid: stride[0] * stride[1] * w_phases
+  // W phases in the grid. With w_map, only the W phases that have W taps run ("owners"),
+  // in ascending order, and each also writes the bias of the tap-less W phases that
+  // follow it, w_owned[i] outputs right after each of its own (the last one wrapping to
+  // the next position; the first owner also writes the w_owner[0] outputs that start a
+  // row). Outputs of one row then leave one block together instead of one per W phase.
+  // Without w_map (more W phases than kMaxWPhases) every W phase runs.
+  int w_map;
+  int w_phases;
+  int w_owner[kMaxWPhases];
+  int w_owned[kMaxWPhases];
   int row_bytes;  // bytes of a box row (the tensor map's box width), see tma_row_bytes
   int w_taps;     // W taps of the widest phase (weight tiles a stage holds)
   int stages;     // pipeline stages, 2..kMaxStages (see Smem::launch_stages)
@@ -409,6 +420,43 @@ struct Wgmma<float, 64> {
 // The kernel
 // ---------------------------------------------------------------------------------------
 // kSplit: float32 as split TF32 (strict float32), see implicit_gemm_fprop_sm80.cuh.
+// Tap-less outputs a block writes besides its own: `after` outputs right after each of
+// its positions, and `before` outputs ahead of its first position of a row (see
+// TmaFpropParams::w_map).
+struct Owned {
+  int after = 0, before = 0;
+};
+
+// The Owned of this block (blockIdx.x = ((tile * phases) + phase) * co_tiles + co tile),
+// worked out again for the epilogue rather than held in registers through the main loop.
+__device__ __forceinline__ Owned block_owned(const TmaFpropParams& p) {
+  Owned own;
+  if (p.w_map) {
+    const int wi = int(blockIdx.x / unsigned(p.co_tiles) % unsigned(p.num_phases)) % p.w_phases;
+    own.after = p.w_owned[wi];
+    own.before = wi == 0 ? p.w_owner[0] : 0;
+  }
+  return own;
+}
+
+// Stores v + bias at position w of a segment (output W index ow0 + w * stride_w, at
+// yc[w * ys_w]) and the bias alone at the tap-less outputs the position owns (yw: the
+// output's W stride, out_w: its W size).
+template <typename T>
+__device__ __forceinline__ void store_output(T* yc, int w, int64_t ys_w, int64_t yw, int ow0,
+                                             int stride_w, int out_w, Owned own, float v,
+                                             float bv) {
+  T* at = yc + w * ys_w;
+  *at = Elem<T>::from_float(v + bv);
+  if ((own.after | own.before) != 0) {
+    const T b = Elem<T>::from_float(bv);
+    const int o = ow0 + w * stride_w;
+    for (int j = 1; j <= own.after && o + j < out_w; ++j) at[j * yw] = b;
+    if (o == own.before)  // the row's first position: outputs 0 .. o - 1 have no owner before
+      for (int j = 1; j <= own.before; ++j) at[-j * yw] = b;
+  }
+}
+
 // The consumers of fprop_tma_kernel on wgmma: the four consumer warps are one warpgroup.
 // Per W tap and MMA K step of a stage, two m64 x BN x k wgmma cover the block's 128
 // positions: wgmma j takes positions 64j .. 64j + 63, warp w supplies rows 16w .. 16w + 15
@@ -420,7 +468,8 @@ template <typename T, int BN, int BK>
 __device__ __forceinline__ void consume_wgmma(
     const TmaFpropParams& p, uint32_t smem_base, int seg_bytes, int a_bytes, int stage_bytes,
     int num_stages, int num_chunks, int w_count, int w_doff, uint64_t* full_bar,
-    uint64_t* empty_bar, const int64_t* s_ybase, const int* s_valid, const int (*s_coord)[3]) {
+    uint64_t* empty_bar, const int64_t* s_ybase, const int* s_valid, const int* s_ow0,
+    const int (*s_coord)[3]) {
   using L = Smem<T, BN, BK>;
   constexpr int kSegW = Seg<T>::kW;
   constexpr int kAlign = Seg<T>::kAlign;
@@ -518,6 +567,7 @@ __device__ __forceinline__ void consume_wgmma(
   }
 
   // ---- epilogue: bias, convert, store ----
+  const Owned own = block_owned(p);
   T* y = static_cast<T*>(p.y);
   const T* bias = static_cast<const T*>(p.bias);
   const int64_t ys_w = int64_t(p.stride[2]) * p.y_str[4];
@@ -540,7 +590,8 @@ __device__ __forceinline__ void consume_wgmma(
         for (int h = 0; h < 2; ++h) {
           const int w = (64 * j + 16 * warp) % kSegW + 8 * h + gid;
           if (w < valid)
-            y[ybase + cg * ys_c + w * ys_w] = Elem<T>::from_float(acc[j][4 * pn + 2 * h + sc] + bv);
+            store_output(y + ybase + cg * ys_c, w, ys_w, p.y_str[4], s_ow0[seg[j]],
+                         p.stride[2], p.out[2], own, acc[j][4 * pn + 2 * h + sc], bv);
         }
       }
     }
@@ -567,6 +618,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   __shared__ __align__(8) uint64_t empty_bar[kMaxStages];
   __shared__ int64_t s_ybase[kSegs];  // output offset of the segment's first position
   __shared__ int s_valid[kSegs];      // positions of the segment that exist (0: none)
+  __shared__ int s_ow0[kSegs];        // output W index of the segment's first position
   __shared__ int s_coord[kSegs][3];   // TMA coordinates (w, h, d) of tap 0, channel 0
   __shared__ int s_ng[kSegs];         // TMA coordinate n * groups + g
 
@@ -580,7 +632,9 @@ __global__ void __launch_bounds__(kThreads, 3)
   int r[3];
   {
     int ph = phase;
-    r[2] = ph % p.stride[2]; ph /= p.stride[2];
+    const int wi = ph % p.w_phases;
+    ph /= p.w_phases;
+    r[2] = p.w_map ? p.w_owner[wi] : wi;
     r[1] = ph % p.stride[1]; ph /= p.stride[1];
     r[0] = ph;
   }
@@ -610,6 +664,7 @@ __global__ void __launch_bounds__(kThreads, 3)
       const int n = int(t);
       const int qw0 = wc * kSegW;
       s_valid[tid] = min(kSegW, Q[2] - qw0);
+      s_ow0[tid] = qw0 * p.stride[2] + r[2];
       s_ybase[tid] = n * p.y_str[0] + int64_t(qd * p.stride[0] + r[0]) * p.y_str[2] +
                      int64_t(qh * p.stride[1] + r[1]) * p.y_str[3] +
                      int64_t(qw0 * p.stride[2] + r[2]) * p.y_str[4];
@@ -619,6 +674,7 @@ __global__ void __launch_bounds__(kThreads, 3)
       s_ng[tid] = n * p.groups + g;
     } else {
       s_valid[tid] = 0;
+      s_ow0[tid] = 0;
       s_ybase[tid] = 0;
       s_coord[tid][0] = s_coord[tid][1] = s_coord[tid][2] = 0;
       s_ng[tid] = 0;
@@ -707,7 +763,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     consume_wgmma<T, BN, BK>(p, smem_base, seg_bytes, a_bytes, stage_bytes, num_stages,
                              num_chunks, w_count, w_doff, full_bar, empty_bar, s_ybase,
-                             s_valid, s_coord);
+                             s_valid, s_ow0, s_coord);
 #else
     __trap();  // wgmma exists on sm_90a only: CONVT_TMA_MMA=wgmma needs an sm_90a build
 #endif
@@ -824,6 +880,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   // ---- epilogue: bias, convert, store ----
   const int valid = s_valid[seg];
   if (valid <= w0) return;
+  const Owned own = block_owned(p);
   T* y = static_cast<T*>(p.y) + s_ybase[seg];
   const int64_t ys_w = int64_t(p.stride[2]) * p.y_str[4];
   const int64_t ys_c = p.y_str[1];
@@ -843,7 +900,9 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
         for (int e0 = 0; e0 < 2; ++e0) {
           const int w = w0 + mi * 16 + gid + e0 * 8;
-          if (w < valid) yc[w * ys_w] = Elem<T>::from_float(acc[mi][ni][e0 * 2 + e1] + bv);
+          if (w < valid)
+            store_output(yc, w, ys_w, p.y_str[4], s_ow0[seg], p.stride[2], p.out[2], own,
+                         acc[mi][ni][e0 * 2 + e1], bv);
         }
       }
     }
