@@ -11,6 +11,7 @@
 #   bash scripts/gpu_check.sh install bench-strict   # strict float32 forward, 10 runs a side
 #   bash scripts/gpu_check.sh install tile-sweep   # the TMA kernel's tiles against its planner
 #   bash scripts/gpu_check.sh build install wgmma   # the TMA kernel on wgmma: tests, sanitizers, timing
+#   bash scripts/gpu_check.sh install owners   # tap-less W phases by their owners, on and off
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side; CONVT_FORWARD_KERNEL picks a kernel), ncu (Nsight Compute
@@ -136,6 +137,15 @@ if has wgmma; then
   step wgmma-bench env CONVT_TMA_MMA=wgmma python3 -m convt bench --dtype fp32,bf16 \
     --math default --json "$OUT/bench-wgmma.json" -q
   grep -E "geomean" "$OUT/wgmma-bench-mma.log" "$OUT/wgmma-bench.log" | tee -a "$SUMMARY"
+fi
+if has owners; then
+  # Tap-less W phases written by their owners (the default) against every W phase running
+  # (CONVT_TMA_W_OWNERS=0), fp32 (TF32) and bf16 forward.
+  step owners-bench-off env CONVT_TMA_W_OWNERS=0 python3 -m convt bench --dtype fp32,bf16 \
+    --math default --json "$OUT/bench-owners-off.json" -q
+  step owners-bench python3 -m convt bench --dtype fp32,bf16 --math default \
+    --json "$OUT/bench-owners.json" -q
+  grep -E "geomean" "$OUT/owners-bench-off.log" "$OUT/owners-bench.log" | tee -a "$SUMMARY"
 fi
 if has bench; then
   step bench python3 -m convt bench --dtype fp32,bf16 --math default,strict \

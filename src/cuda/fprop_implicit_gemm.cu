@@ -289,8 +289,14 @@ bool make_x_tensor_map(CUtensorMap* map, const Problem& p, const TensorRef& x, i
 }
 
 // The W phases of the TMA kernel's grid, into its parameters (see tma_w_phases).
+// CONVT_TMA_W_OWNERS=0 runs every W phase instead (for measuring the difference).
 void set_w_owners(tma::TmaFpropParams& fp) {
-  const TmaWPhases w = tma_w_phases(fp.stride[2], fp.pad[2], fp.dil[2], fp.k[2], fp.out[2]);
+  static const bool off = [] {
+    const char* v = std::getenv("CONVT_TMA_W_OWNERS");
+    return v != nullptr && std::string(v) == "0";
+  }();
+  const TmaWPhases w = off ? TmaWPhases{false, fp.stride[2], {}, {}}
+                           : tma_w_phases(fp.stride[2], fp.pad[2], fp.dil[2], fp.k[2], fp.out[2]);
   fp.w_map = w.map ? 1 : 0;
   fp.w_phases = w.phases;
   for (int i = 0; i < kTmaMaxWPhases; ++i) {
