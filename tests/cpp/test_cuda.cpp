@@ -511,6 +511,12 @@ std::vector<Case> tma_cases() {
                    {1, 2, 1}, true));
   add(make_problem(3, 2, 8, 24, 2, {3, 4, 16}, {2, 3, 3}, {1, 2, 5}, {0, 1, 1}, {0, 1, 4},
                    {1, 1, 2}, false));
+  // Rows whose H or D phase has no tap, written whole by the first W phase's block: like
+  // kb75 (every W phase has taps), and 3-D with tap-less depth planes and W phases.
+  add(make_problem(2, 2, 16, 32, 4, {6, 32, 1}, {3, 5, 1}, {2, 3, 1}, {1, 2, 0}, {1, 0, 0},
+                   {2, 1, 1}, true));
+  add(make_problem(3, 1, 8, 16, 1, {4, 5, 16}, {2, 2, 1}, {3, 1, 2}, {0, 0, 0}, {2, 0, 1},
+                   {1, 1, 1}, false));
   // Row-padded input (W contiguous, padded H/C/N strides), also with groups: the batch
   // stride then does not join batch and groups, and the kernel must decline.
   add(make_problem(2, 2, 16, 32, 1, {7, 24, 1}, {3, 3, 1}, {2, 1, 1}, {1, 1, 0}, {1, 0, 0},

@@ -154,7 +154,8 @@ struct TmaFpropParams {
   // follow it, w_owned[i] outputs right after each of its own (the last one wrapping to
   // the next position; the first owner also writes the w_owner[0] outputs that start a
   // row). Outputs of one row then leave one block together instead of one per W phase.
-  // Without w_map (more W phases than kMaxWPhases) every W phase runs.
+  // Without w_map (more W phases than kMaxWPhases) every W phase runs. Either way, rows
+  // whose D or H phase has no tap are written whole by the grid's first W phase.
   int w_map;
   int w_phases;
   int w_owner[kMaxWPhases];
@@ -419,25 +420,12 @@ struct Wgmma<float, 64> {
 // ---------------------------------------------------------------------------------------
 // The kernel
 // ---------------------------------------------------------------------------------------
-// kSplit: float32 as split TF32 (strict float32), see implicit_gemm_fprop_sm80.cuh.
 // Tap-less outputs a block writes besides its own: `after` outputs right after each of
 // its positions, and `before` outputs ahead of its first position of a row (see
 // TmaFpropParams::w_map).
 struct Owned {
   int after = 0, before = 0;
 };
-
-// The Owned of this block (blockIdx.x = ((tile * phases) + phase) * co_tiles + co tile),
-// worked out again for the epilogue rather than held in registers through the main loop.
-__device__ __forceinline__ Owned block_owned(const TmaFpropParams& p) {
-  Owned own;
-  if (p.w_map) {
-    const int wi = int(blockIdx.x / unsigned(p.co_tiles) % unsigned(p.num_phases)) % p.w_phases;
-    own.after = p.w_owned[wi];
-    own.before = wi == 0 ? p.w_owner[0] : 0;
-  }
-  return own;
-}
 
 // Stores v + bias at position w of a segment (output W index ow0 + w * stride_w, at
 // yc[w * ys_w]) and the bias alone at the tap-less outputs the position owns (yw: the
@@ -469,7 +457,7 @@ __device__ __forceinline__ void consume_wgmma(
     const TmaFpropParams& p, uint32_t smem_base, int seg_bytes, int a_bytes, int stage_bytes,
     int num_stages, int num_chunks, int w_count, int w_doff, uint64_t* full_bar,
     uint64_t* empty_bar, const int64_t* s_ybase, const int* s_valid, const int* s_ow0,
-    const int (*s_coord)[3]) {
+    const int (*s_coord)[3], const Owned* s_own) {
   using L = Smem<T, BN, BK>;
   constexpr int kSegW = Seg<T>::kW;
   constexpr int kAlign = Seg<T>::kAlign;
@@ -567,7 +555,7 @@ __device__ __forceinline__ void consume_wgmma(
   }
 
   // ---- epilogue: bias, convert, store ----
-  const Owned own = block_owned(p);
+  const Owned own = *s_own;
   T* y = static_cast<T*>(p.y);
   const T* bias = static_cast<const T*>(p.bias);
   const int64_t ys_w = int64_t(p.stride[2]) * p.y_str[4];
@@ -598,6 +586,7 @@ __device__ __forceinline__ void consume_wgmma(
   }
 }
 
+// kSplit: float32 as split TF32 (strict float32), see implicit_gemm_fprop_sm80.cuh.
 // kWgmma (TF32 and 16-bit types, sm_90a): the consumers run as one warpgroup on wgmma
 // (see consume_wgmma) instead of mma.sync; B tiles are packed for it
 // (pack_weight_tma_kernel).
@@ -630,10 +619,9 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int64_t tile = bx / p.num_phases;
   const int g = blockIdx.y;
   int r[3];
+  const int wi = phase % p.w_phases;  // the block's W phase in the grid
   {
-    int ph = phase;
-    const int wi = ph % p.w_phases;
-    ph /= p.w_phases;
+    int ph = phase / p.w_phases;
     r[2] = p.w_map ? p.w_owner[wi] : wi;
     r[1] = ph % p.stride[1]; ph /= p.stride[1];
     r[0] = ph;
@@ -650,6 +638,12 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int64_t segs_total = int64_t(p.N) * Q[0] * Q[1] * wchunks;
   const int64_t seg0 = tile * kSegs;
   if (seg0 >= segs_total) return;  // uniform over the block
+  // Rows whose D or H phase has no tap are the bias alone: the block of the grid's first
+  // W phase writes them whole (every W output after each of its positions, and those
+  // ahead of its first), the other W phases' blocks nothing.
+  const bool bias_rows = taps[0].count == 0 || taps[1].count == 0;
+  if (bias_rows && wi != 0) return;  // uniform over the block
+  __shared__ Owned s_own;  // the outputs it writes besides its own (see TmaFpropParams)
 
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
@@ -688,6 +682,15 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int stage_bytes = L::stage_bytes(row_bytes, p.w_taps);
   const int num_stages = p.stages;
   if (tid == 0) {
+    Owned own;
+    if (bias_rows) {
+      own.after = p.stride[2] - 1;
+      own.before = r[2];
+    } else if (p.w_map) {
+      own.after = p.w_owned[wi];
+      own.before = wi == 0 ? r[2] : 0;
+    }
+    s_own = own;
     for (int s = 0; s < num_stages; ++s) {
       mbar_init(smem_addr(&full_bar[s]), 1);
       mbar_init(smem_addr(&empty_bar[s]), kConsumerWarps * 32);
@@ -763,7 +766,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     consume_wgmma<T, BN, BK>(p, smem_base, seg_bytes, a_bytes, stage_bytes, num_stages,
                              num_chunks, w_count, w_doff, full_bar, empty_bar, s_ybase,
-                             s_valid, s_ow0, s_coord);
+                             s_valid, s_ow0, s_coord, &s_own);
 #else
     __trap();  // wgmma exists on sm_90a only: CONVT_TMA_MMA=wgmma needs an sm_90a build
 #endif
@@ -880,7 +883,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   // ---- epilogue: bias, convert, store ----
   const int valid = s_valid[seg];
   if (valid <= w0) return;
-  const Owned own = block_owned(p);
+  const Owned own = s_own;
   T* y = static_cast<T*>(p.y) + s_ybase[seg];
   const int64_t ys_w = int64_t(p.stride[2]) * p.y_str[4];
   const int64_t ys_c = p.y_str[1];
