@@ -289,7 +289,8 @@ bool make_x_tensor_map(CUtensorMap* map, const Problem& p, const TensorRef& x, i
 }
 
 // The W phases of the TMA kernel's grid, into its parameters (see tma_w_phases).
-// CONVT_TMA_W_OWNERS=0 runs every W phase instead (for measuring the difference).
+// CONVT_TMA_W_OWNERS=0 runs every W phase instead, and writes tap-less rows by W phase
+// too (for measuring the difference).
 void set_w_owners(tma::TmaFpropParams& fp) {
   static const bool off = [] {
     const char* v = std::getenv("CONVT_TMA_W_OWNERS");
@@ -298,6 +299,7 @@ void set_w_owners(tma::TmaFpropParams& fp) {
   const TmaWPhases w = off ? TmaWPhases{false, fp.stride[2], {}, {}}
                            : tma_w_phases(fp.stride[2], fp.pad[2], fp.dil[2], fp.k[2], fp.out[2]);
   fp.w_map = w.map ? 1 : 0;
+  fp.bias_rows = off ? 0 : 1;
   fp.w_phases = w.phases;
   for (int i = 0; i < kTmaMaxWPhases; ++i) {
     fp.w_owner[i] = w.owner[i];

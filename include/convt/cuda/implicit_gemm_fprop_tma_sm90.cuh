@@ -158,6 +158,7 @@ struct TmaFpropParams {
   // whose D or H phase has no tap are written whole by the grid's first W phase.
   int w_map;
   int w_phases;
+  int bias_rows;  // 1: rows whose D or H phase has no tap are written whole (see above)
   int w_owner[kMaxWPhases];
   int w_owned[kMaxWPhases];
   int row_bytes;  // bytes of a box row (the tensor map's box width), see tma_row_bytes
@@ -641,7 +642,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   // Rows whose D or H phase has no tap are the bias alone: the block of the grid's first
   // W phase writes them whole (every W output after each of its positions, and those
   // ahead of its first), the other W phases' blocks nothing.
-  const bool bias_rows = taps[0].count == 0 || taps[1].count == 0;
+  const bool bias_rows = p.bias_rows && (taps[0].count == 0 || taps[1].count == 0);
   if (bias_rows && wi != 0) return;  // uniform over the block
   __shared__ Owned s_own;  // the outputs it writes besides its own (see TmaFpropParams)
 
