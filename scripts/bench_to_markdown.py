@@ -48,6 +48,12 @@ def main(path):
                   f"{fmt(100 * s['geomean_roofline_fraction_pytorch'], '.1f')}% | "
                   f"{fmt(100 * s['geomean_roofline_fraction_convt'], '.1f')}% | | | |")
         print()
+        kernels = [(r["case"], r["convt"].get("forward_kernel")) for r in rows]
+        if any(k for _, k in kernels):
+            print("<details><summary>forward kernel per case (describe_forward)</summary>\n")
+            for case, k in kernels:
+                print(f"- {case}: {k or '—'}")
+            print("\n</details>\n")
 
 
 if __name__ == "__main__":

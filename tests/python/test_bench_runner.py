@@ -136,6 +136,40 @@ def test_same_implementation_passes_with_equal_errors():
     assert summary["fp32/strict/fwd"]["passed"] == 2
 
 
+class Described(Wrapped):
+    """Torch's ops plus a ``describe_forward`` that reports its arguments."""
+
+    def __init__(self, fail=False):
+        super().__init__(lambda d, a, k, op: op(*a, **k))
+        self.fail = fail
+        self.calls = []
+
+    def describe_forward(self, x, w, b, **kwargs):
+        self.calls.append((x.shape, w.shape, b is not None, kwargs))
+        if self.fail:
+            raise ValueError("no account")
+        return f"kernel for {tuple(x.shape)} with TF32 {torch.backends.cudnn.allow_tf32}"
+
+
+def test_the_implementations_forward_kernel_is_recorded():
+    impl = Described()
+    run = bench(impl).run([SMALL, SMALL_1D], [FWD, FWD_BWD])
+    assert run.ok
+    for r in run.results:
+        assert r.pytorch.forward_kernel is None
+        # Asked under the mode's precision settings (strict: TF32 off).
+        assert r.convt.forward_kernel == f"kernel for {tuple(r.case.input_shape)} with TF32 False"
+    x_shape, w_shape, has_bias, kwargs = impl.calls[0]
+    assert has_bias == SMALL.bias and kwargs == dict(
+        stride=SMALL.stride, padding=SMALL.padding, output_padding=SMALL.output_padding,
+        groups=SMALL.groups, dilation=SMALL.dilation)
+    # torch.nn.functional has no describe_forward: nothing is recorded.
+    assert all(r.convt.forward_kernel is None for r in bench(F).run([SMALL], [FWD]).results)
+    # A failing account is recorded as such and does not fail the case.
+    r = bench(Described(fail=True)).run([SMALL], [FWD]).results[0]
+    assert r.ok and r.convt.forward_kernel == "describe_forward failed: ValueError: no account"
+
+
 def test_both_sides_get_the_same_tensors(monkeypatch):
     seen = {"pytorch": [], "impl": []}
     real = F.conv_transpose2d

@@ -235,6 +235,7 @@ def _side(side: "SideResult") -> dict[str, Any]:
         "tflops": side.tflops,
         "gbps": side.gbps,
         "roofline_fraction": side.roofline_fraction,
+        "forward_kernel": side.forward_kernel,
         "error": _num(side.error),
         "errors": {k: _num(v) for k, v in side.errors.items()},
     }

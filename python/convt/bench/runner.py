@@ -223,6 +223,9 @@ class SideResult:
     tflops: float | None = None
     gbps: float | None = None
     roofline_fraction: float | None = None  # roofline time / measured time
+    # What the implementation says its forward runs for this case and mode (its
+    # ``describe_forward``, where it has one: convt names kernel, tile and stages).
+    forward_kernel: str | None = None
 
 
 @dataclasses.dataclass
@@ -864,6 +867,21 @@ class Bench:
         if over:
             raise _Stop("FAILED", "; ".join(over))
 
+    def _forward_kernel(self, tensors: _Tensors) -> str | None:
+        """The implementation's own account of what its forward runs here (under the
+        mode's precision flags, which are set by now), or None where it gives none."""
+        describe = getattr(self.impl.api, "describe_forward", None)
+        if describe is None:
+            return None
+        case = tensors.case
+        b = tensors.b.detach() if tensors.b is not None else None
+        try:
+            return str(describe(tensors.x.detach(), tensors.w.detach(), b, stride=case.stride,
+                                padding=case.padding, output_padding=case.output_padding,
+                                groups=case.groups, dilation=case.dilation))
+        except Exception as e:  # an account that fails is no verdict on the op itself
+            return f"describe_forward failed: {_describe(e)}"
+
     def _run_case(self, result: CaseResult) -> None:
         case, mode = result.case, result.mode
         backward = mode.direction == "fwd+bwd"
@@ -875,6 +893,7 @@ class Bench:
             raise _Stop("SKIPPED", f"cannot build the inputs: {_describe(e)}") from e
         import torch.nn.functional as F
 
+        result.convt.forward_kernel = self._forward_kernel(tensors)
         reference_op = getattr(F, f"conv_transpose{case.dims}d")
         calls = {
             "pytorch": _tagged("pytorch", tensors.make_call(reference_op)),
