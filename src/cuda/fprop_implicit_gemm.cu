@@ -694,13 +694,24 @@ bool choose_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const Tenso
   return make_x_tensor_map(map, p, x, plan.tma_bk, plan.tma_row_bytes, why);
 }
 
-std::string describe_tma(const ImplicitGemmFpropPlan& plan, DType dt) {
+std::string describe_tma(const ImplicitGemmFpropPlan& plan, const Problem& p) {
   const bool wgmma = !plan.split && tma_wgmma_requested();
+  tma::TmaFpropParams fp{};
+  fp.stride[2] = int(p.stride[2]);
+  fp.pad[2] = int(p.padding[2]);
+  fp.dil[2] = int(p.dilation[2]);
+  fp.k[2] = int(p.kernel_size[2]);
+  fp.out[2] = int(p.output_sizes()[2]);
+  set_w_owners(fp);  // as the launch does
+  const std::string owners =
+      fp.w_map ? detail::str_cat(", ", fp.w_phases, " of ", fp.stride[2],
+                                 " W phases (the rest have no tap)")
+               : std::string();
   return detail::str_cat("implicit-GEMM TMA + ", wgmma ? "wgmma" : "mma.sync",
                          plan.split ? " 3xTF32" : "",
                          ", ", plan.tma_w_taps, " W taps per box, tile 128 positions x ",
                          plan.tma_bn, " channels x ", plan.tma_bk, ", ",
-                         tma_launch_stages(plan, dt), " stages, workspace ",
+                         tma_launch_stages(plan, p.dtype), " stages", owners, ", workspace ",
                          plan.workspace_bytes, " B");
 }
 
@@ -715,7 +726,7 @@ std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, cons
   if (!plan.usable) return plan.describe();
   alignas(64) CUtensorMap map;
   std::string why;
-  if (choose_tma(plan, p, x, device, &map, &why)) return describe_tma(plan, p.dtype);
+  if (choose_tma(plan, p, x, device, &map, &why)) return describe_tma(plan, p);
   return describe_fallback(plan, why);
 }
 
@@ -747,7 +758,7 @@ std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Pro
         break;
       default: throw Error("convt: implicit-GEMM forward called for an unsupported dtype");
     }
-    return describe ? describe_tma(plan, p.dtype) : std::string();
+    return describe ? describe_tma(plan, p) : std::string();
   }
   switch (p.dtype) {
     case DType::kFloat32:
