@@ -424,6 +424,10 @@ int tma_stages_t(int bn, int bk, int row_bytes, int w_taps) {
 static_assert(kTmaMaxStages == tma::kMaxStages, "fprop_implicit_gemm.hpp names the kernel's limit");
 static_assert(kTmaMaxWPhases == tma::kMaxWPhases, "fprop_implicit_gemm.hpp names the kernel's limit");
 
+void tma_wgmma_b_element(int i, int bn, int elem_bytes, int* c, int* n) {
+  tma::wgmma_b_element(i, bn, elem_bytes, *c, *n);
+}
+
 TmaWPhases tma_w_phases(int stride, int pad, int dil, int k, int out) {
   TmaWPhases w;
   w.phases = stride;

@@ -52,6 +52,10 @@ struct TmaWPhases {
 };
 TmaWPhases tma_w_phases(int stride, int pad, int dil, int k, int out);
 
+// Where the TMA kernel's wgmma weight packing puts element i of a tile of `bn` columns:
+// its channel within the tile (`c`) and its column (`n`); see tma::wgmma_b_element.
+void tma_wgmma_b_element(int i, int bn, int elem_bytes, int* c, int* n);
+
 // Whether (and how) the implicit-GEMM kernel runs this canonical problem.
 ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptions& opt);
 

@@ -222,4 +222,50 @@ TEST(CudaPlanner, TmaWPhaseOwnersWriteEveryOutputOnce) {
   EXPECT_GT(leading, 100);
 }
 
+// The wgmma weight packing against the layout its descriptor describes, computed
+// independently: canonical K-major without swizzle, ((8, m), (T, 2)) : ((1T, SBO), (1,
+// LBO)) in elements with T = 16 bytes of elements, LBO = 128 and SBO = 256 bytes, and one
+// MMA K step (16 channels of a 16-bit type, 8 of TF32) after another, BN * 32 bytes each.
+// Element (MMA k index kk, column n) of K step ks must hold channel ks * K + ch(kk) of
+// column n, ch being the order the A fragments use: the identity for 16-bit types; for
+// TF32 k index t is channel 2t and t + 4 is 2t + 1.
+TEST(CudaPlanner, WgmmaWeightPackingMatchesItsDescriptor) {
+  for (int elem : {2, 4}) {
+    const int kk_per_step = elem == 2 ? 16 : 8, t = 16 / elem;
+    for (int bn : {32, 64}) {
+      for (int bk : {16, 32}) {
+        SCOPED_TRACE("elem " + std::to_string(elem) + " bn " + std::to_string(bn) + " bk " +
+                     std::to_string(bk));
+        // What the packing put at each byte of the tile.
+        std::vector<int> chan(size_t(bn * bk), -1), col(size_t(bn * bk), -1);
+        for (int i = 0; i < bn * bk; ++i) {
+          int c = -1, n = -1;
+          convt::cuda::tma_wgmma_b_element(i, bn, elem, &c, &n);
+          ASSERT_TRUE(c >= 0 && c < bk && n >= 0 && n < bn) << "element " << i;
+          chan[size_t(i)] = c;
+          col[size_t(i)] = n;
+        }
+        std::vector<int> seen(size_t(bn * bk), 0);
+        for (int ks = 0; ks < bk / kk_per_step; ++ks) {
+          for (int kk = 0; kk < kk_per_step; ++kk) {
+            for (int n = 0; n < bn; ++n) {
+              const int byte = ks * bn * 32 + (n / 8) * 256 + (kk / t) * 128 + (n % 8) * 16 +
+                               (kk % t) * elem;
+              ASSERT_EQ(byte % elem, 0);
+              const size_t i = size_t(byte / elem);
+              ASSERT_LT(i, chan.size());
+              const int ch = elem == 2 ? kk : (kk < 4 ? 2 * kk : 2 * (kk - 4) + 1);
+              EXPECT_EQ(chan[i], ks * kk_per_step + ch) << "k step " << ks << " k " << kk
+                                                        << " n " << n;
+              EXPECT_EQ(col[i], n) << "k step " << ks << " k " << kk << " n " << n;
+              ++seen[i];
+            }
+          }
+        }
+        for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << "element " << i;
+      }
+    }
+  }
+}
+
 }  // namespace

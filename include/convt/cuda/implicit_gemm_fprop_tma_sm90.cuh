@@ -192,6 +192,16 @@ __host__ __device__ inline int64_t tma_packed_weight_elems(const TmaPackParams& 
 // (N) byte offset 256 in the descriptor (see wgmma_desc). 16-bit: element e of half h is
 // channel 8h + e of the step. TF32: MMA k index t is channel 2t and t + 4 is 2t + 1, as
 // in the mma.sync packing, so element e of half h is channel 2e + h.
+// Element i of a packed wgmma tile (BN columns, `elem_bytes`-byte elements): its channel c
+// within the tile's K step block and its column n (see below).
+__host__ __device__ inline void wgmma_b_element(int i, int bn, int elem_bytes, int& c, int& n) {
+  const int e_row = 16 / elem_bytes;  // elements per core-matrix row
+  const int e = i % e_row, row = (i / e_row) % 8, half = (i / (8 * e_row)) % 2;
+  const int ng = (i / (16 * e_row)) % (bn / 8), ks = i / (2 * e_row * bn);
+  n = ng * 8 + row;
+  c = elem_bytes == 4 ? ks * 8 + 2 * e + half : ks * 16 + half * 8 + e;
+}
+
 template <typename T, int BN, int BK, bool kSplit = false, bool kWgmma = false>
 __global__ void pack_weight_tma_kernel(TmaPackParams p) {
   constexpr int kTile = BN * BK;
@@ -211,11 +221,7 @@ __global__ void pack_weight_tma_kernel(TmaPackParams p) {
     const int g = int(r);
     int c, n;  // channel within the chunk, column within the tile
     if constexpr (kWgmma) {
-      constexpr int kE = 16 / int(sizeof(T));  // elements per core-matrix row
-      const int e = i % kE, row = (i / kE) % 8, half = (i / (8 * kE)) % 2;
-      const int ng = (i / (16 * kE)) % (BN / 8), ks = i / (2 * kE * BN);
-      n = ng * 8 + row;
-      c = sizeof(T) == 4 ? ks * 8 + 2 * e + half : ks * 16 + half * 8 + e;
+      wgmma_b_element(i, BN, int(sizeof(T)), c, n);
     } else if constexpr (sizeof(T) == 4) {
       const int j = i % 4, lane = (i / 4) % 32, rest = i / 128;
       const int np = rest % kNPairs, ks = rest / kNPairs;
