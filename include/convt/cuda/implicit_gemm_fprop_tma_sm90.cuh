@@ -430,8 +430,8 @@ struct Wgmma<float, 64> {
 // Tap-less outputs a block writes besides its own: `after` outputs right after each of
 // its positions, and `before` outputs ahead of its first position of a row (see
 // TmaFpropParams::w_map).
-struct Owned {
-  int after = 0, before = 0;
+struct Owned {  // trivial (it lives in shared memory): initialise with {0, 0}
+  int after, before;
 };
 
 // Stores v + bias at position w of a segment (output W index ow0 + w * stride_w, at
@@ -689,7 +689,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int stage_bytes = L::stage_bytes(row_bytes, p.w_taps);
   const int num_stages = p.stages;
   if (tid == 0) {
-    Owned own;
+    Owned own{0, 0};
     if (bias_rows) {
       own.after = p.stride[2] - 1;
       own.before = r[2];
