@@ -504,16 +504,18 @@ std::vector<Case> tma_cases() {
                    {2, 2, 1}, true));
   add(make_problem(3, 4, 32, 80, 4, {8, 12, 48}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 0, 1},
                    {1, 1, 1}, false));
-  // W phases without taps, written by the phase with taps before them: stride 4 with
-  // dilation 2 (owners 1 and 3; phase 0 wraps to the previous position, except for the
-  // first output of a row), stride 5 like kb81, output_padding at the row's end.
+  // W phases without taps (with CONVT_TMA_W_OWNERS=1 written by the phase with taps before
+  // them): stride 4 with dilation 2 (owners 1 and 3; phase 0 wraps to the previous
+  // position, except for the first output of a row), stride 5 like kb81, output_padding at
+  // the row's end.
   add(make_problem(2, 2, 16, 40, 1, {6, 24, 1}, {1, 2, 1}, {1, 4, 1}, {0, 1, 0}, {0, 3, 0},
                    {1, 2, 1}, true));
-  add(make_problem(3, 2, 8, 24, 2, {3, 4, 16}, {2, 3, 3}, {1, 2, 5}, {0, 1, 1}, {0, 1, 4},
+  add(make_problem(3, 2, 16, 24, 2, {3, 4, 16}, {2, 3, 3}, {1, 2, 5}, {0, 1, 1}, {0, 1, 4},
                    {1, 1, 2}, false));
-  // Rows whose H or D phase has no tap, written whole by the first W phase's block: like
-  // kb75 (every W phase has taps), and 3-D with tap-less depth planes and W phases.
-  add(make_problem(2, 2, 16, 32, 4, {6, 32, 1}, {3, 5, 1}, {2, 3, 1}, {1, 2, 0}, {1, 0, 0},
+  // Rows whose H or D phase has no tap (with CONVT_TMA_W_OWNERS=1 written whole by the
+  // first W phase's block): like kb75 (every W phase has taps), and 3-D with tap-less depth
+  // planes and W phases.
+  add(make_problem(2, 2, 32, 32, 4, {6, 32, 1}, {3, 5, 1}, {2, 3, 1}, {1, 2, 0}, {1, 0, 0},
                    {2, 1, 1}, true));
   add(make_problem(3, 1, 8, 16, 1, {4, 5, 16}, {2, 2, 1}, {3, 1, 2}, {0, 0, 0}, {2, 0, 1},
                    {1, 1, 1}, false));
@@ -532,8 +534,9 @@ const std::vector<Case>& tma_case_list() {
 
 // Case `index` of tma_case_list() in every precision with the TMA kernel asked for:
 // describe_forward names it (mma.sync; wgmma when `wgmma` but for split TF32, see
-// CudaTmaWgmma; 3xTF32 for strict float32 only), and every direction matches the oracle.
-void check_tma_case(int index, bool wgmma) {
+// CudaTmaWgmma; 3xTF32 for strict float32 only; `expect` too, if given), and every
+// direction matches the oracle.
+void check_tma_case(int index, bool wgmma, const char* expect = nullptr) {
   const Case& c = tma_case_list()[static_cast<size_t>(index)];
   SCOPED_TRACE(c.name());
   for (const Precision& precision : kPrecisions) {
@@ -552,6 +555,8 @@ void check_tma_case(int index, bool wgmma) {
     const bool on_wgmma = wgmma && !split;
     EXPECT_NE(what.find(on_wgmma ? "TMA + wgmma" : "TMA + mma.sync"), std::string::npos)
         << precision.name << ": " << what;
+    if (expect != nullptr)
+      EXPECT_NE(what.find(expect), std::string::npos) << precision.name << ": " << what;
     if (wgmma && !on_wgmma) continue;  // split TF32 runs mma.sync either way (CudaTmaPath)
     check_all_directions(c.problem, c.layout, precision,
                          (wgmma ? 104729u : 7919u) * uint64_t(index) + 11, nullptr, false,
@@ -599,6 +604,46 @@ TEST_P(CudaTmaWgmma, MatchesFloat64Oracle) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaWgmma,
+                         ::testing::Range(0, static_cast<int>(tma_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         tma_case_name);
+
+// The same cases with only the W phases that have taps running, each writing the bias of
+// the tap-less outputs after its own, and rows whose D or H phase has no tap written whole
+// by one block (CONVT_TMA_W_OWNERS=1, off by default: see tma_w_owners_requested).
+class CudaTmaOwners : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaTmaOwners, MatchesFloat64Oracle) {
+  const std::string reason = tma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const ScopedEnv env("CONVT_TMA_W_OWNERS", "1");
+  check_tma_case(GetParam(), false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaOwners,
+                         ::testing::Range(0, static_cast<int>(tma_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         tma_case_name);
+
+// The same cases in clusters of 2 blocks on mma.sync and of 4 on wgmma
+// (CONVT_TMA_CLUSTER): each block loads its share of every weight tile and multicasts it
+// to the cluster; blocks past the last tile still take part, and the stage releases cross
+// blocks.
+class CudaTmaCluster : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaTmaCluster, MatchesFloat64Oracle) {
+  const std::string reason = tma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  {
+    const ScopedEnv env("CONVT_TMA_CLUSTER", "2");
+    check_tma_case(GetParam(), false, "weights multicast to clusters of 2");
+  }
+  const ScopedEnv env("CONVT_TMA_CLUSTER", "4");
+  const ScopedEnv mma("CONVT_TMA_MMA", "wgmma");
+  check_tma_case(GetParam(), true, "weights multicast to clusters of 4");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaCluster,
                          ::testing::Range(0, static_cast<int>(tma_case_list().size()),
                                           quick_mode() ? 3 : 1),
                          tma_case_name);
