@@ -12,7 +12,6 @@
 #   bash scripts/gpu_check.sh install tile-sweep   # the TMA kernel's tiles against its planner
 #   bash scripts/gpu_check.sh build install wgmma   # the TMA kernel on wgmma: tests, sanitizers, timing
 #   bash scripts/gpu_check.sh install owners   # tap-less W phases by their owners, on and off
-#   bash scripts/gpu_check.sh build install cluster   # weights multicast in clusters: tests, sanitizers, timing
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side; CONVT_FORWARD_KERNEL picks a kernel), ncu (Nsight Compute
@@ -138,24 +137,6 @@ if has wgmma; then
   step wgmma-bench env CONVT_TMA_MMA=wgmma python3 -m convt bench --dtype fp32,bf16 \
     --math default --json "$OUT/bench-wgmma.json" -q
   grep -E "geomean" "$OUT/wgmma-bench-mma.log" "$OUT/wgmma-bench.log" | tee -a "$SUMMARY"
-fi
-if has cluster; then
-  # The TMA kernel in clusters whose blocks multicast their weight tiles
-  # (CONVT_TMA_CLUSTER): its tests, under compute-sanitizer too, then fp32 (TF32), strict
-  # and bf16 forward alone and in clusters of 2 and 4.
-  step cluster-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*TmaCluster*:*TmaPath*:*TmaOwners*'
-  grep -E "PASSED|FAILED" "$OUT/cluster-test.log" | tail -3 | tee -a "$SUMMARY"
-  for tool in memcheck racecheck initcheck; do
-    step "cluster-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
-      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*TmaCluster*'
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/cluster-sanitize-$tool.log" | tee -a "$SUMMARY"
-  done
-  for c in ${CLUSTERS:-1 2 4}; do
-    step "cluster-bench-$c" env CONVT_TMA_CLUSTER=$c python3 -m convt bench \
-      --dtype fp32,bf16 --math default,strict --reps 10 --warmup 2 \
-      --json "$OUT/bench-cluster$c.json" -q
-    grep -E "geomean" "$OUT/cluster-bench-$c.log" | tee -a "$SUMMARY"
-  done
 fi
 if has owners; then
   # Every W phase running (the default) against tap-less W phases written by their owners

@@ -312,28 +312,6 @@ void set_w_owners(tma::TmaFpropParams& fp) {
   }
 }
 
-// Position tiles of the TMA kernel's grid per phase, channel tile and group (128 positions:
-// segments of 128 bytes of one output row each, see tma::Seg).
-int64_t tma_tiles(const Problem& p) {
-  const int64_t seg_w = 128 / int64_t(dtype_size(p.dtype));
-  const Dims q = phase0_positions(p);
-  const int64_t segs = p.batch * q[0] * q[1] * ((q[2] + seg_w - 1) / seg_w);
-  const int64_t per_tile = tma::kBlockM / seg_w;
-  return (segs + per_tile - 1) / per_tile;
-}
-
-// Blocks per cluster of the TMA kernel (tma::TmaFpropParams::cluster): the blocks of a
-// cluster share their weight tiles by multicast. CONVT_TMA_CLUSTER=1, 2 or 4 (read at
-// every call, so that tests can switch it) sets it for measurement.
-int tma_cluster_size(int64_t tiles) {
-  if (const char* v = std::getenv("CONVT_TMA_CLUSTER")) {
-    const std::string s(v);
-    if (s == "1" || s == "2" || s == "4") return std::atoi(v);
-  }
-  (void)tiles;
-  return 1;
-}
-
 template <typename T, int BN, int BK, bool kSplit, bool kWgmma = false>
 void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUtensorMap& map,
                 const TensorRef& w, const TensorRef* b, const TensorRef& y,
@@ -382,10 +360,10 @@ void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUten
   fp.num_phases = int(phases);
   fp.row_bytes = plan.tma_row_bytes;
   fp.w_taps = plan.tma_w_taps;
-  const int64_t tiles = tma_tiles(p);
-  fp.cluster = tma_cluster_size(tiles);
-  const int64_t cluster_tiles = (tiles + fp.cluster - 1) / fp.cluster * fp.cluster;
-  const dim3 grid(static_cast<unsigned>(cluster_tiles * phases * fp.co_tiles),
+  const Dims q = phase0_positions(p);
+  const int64_t segs = p.batch * q[0] * q[1] * ((q[2] + Seg<T>::kW - 1) / Seg<T>::kW);
+  const int64_t tiles = (segs + Seg<T>::kCount - 1) / Seg<T>::kCount;
+  const dim3 grid(static_cast<unsigned>(tiles * phases * fp.co_tiles),
                   static_cast<unsigned>(p.groups));
   // The kernel's stages (as many as fit in the budget, at most kMaxStages) and no more:
   // small stages leave room for more blocks per multiprocessor.
@@ -405,25 +383,8 @@ void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUten
       std::size_t(fp.stages) * L::stage_bytes(fp.row_bytes, fp.w_taps) + 128;  // + alignment
   static std::atomic<uint64_t> smem_set{0};
   allow_smem(fprop_tma_kernel<T, BN, BK, kSplit, kWgmma>, L::kBytes, device, smem_set);
-  if (fp.cluster == 1) {
-    fprop_tma_kernel<T, BN, BK, kSplit, kWgmma><<<grid, kThreads, smem, opt.stream>>>(map, fp);
-    check_cuda(cudaGetLastError(), "implicit-GEMM (TMA) forward launch");
-    return;
-  }
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = smem;
-  config.stream = opt.stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(fp.cluster);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  check_cuda(cudaLaunchKernelEx(&config, fprop_tma_kernel<T, BN, BK, kSplit, kWgmma>, map, fp),
-             "implicit-GEMM (TMA) forward launch (cluster)");
+  fprop_tma_kernel<T, BN, BK, kSplit, kWgmma><<<grid, kThreads, smem, opt.stream>>>(map, fp);
+  check_cuda(cudaGetLastError(), "implicit-GEMM (TMA) forward launch");
 }
 
 // CONVT_TMA_MMA=wgmma runs the TMA kernel on wgmma instead of mma.sync, split TF32
@@ -755,15 +716,11 @@ std::string describe_tma(const ImplicitGemmFpropPlan& plan, const Problem& p) {
       fp.w_map ? detail::str_cat(", ", fp.w_phases, " of ", fp.stride[2],
                                  " W phases (the rest have no tap)")
                : std::string();
-  const int cluster = tma_cluster_size(tma_tiles(p));
-  const std::string multicast =
-      cluster > 1 ? detail::str_cat(", weights multicast to clusters of ", cluster)
-                  : std::string();
   return detail::str_cat("implicit-GEMM TMA + ", wgmma ? "wgmma" : "mma.sync",
                          plan.split ? " 3xTF32" : "",
                          ", ", plan.tma_w_taps, " W taps per box, tile 128 positions x ",
                          plan.tma_bn, " channels x ", plan.tma_bk, ", ",
-                         tma_launch_stages(plan, p.dtype), " stages", owners, multicast, ", workspace ",
+                         tma_launch_stages(plan, p.dtype), " stages", owners, ", workspace ",
                          plan.workspace_bytes, " B");
 }
 

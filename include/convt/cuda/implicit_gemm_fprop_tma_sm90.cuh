@@ -114,7 +114,7 @@ struct Smem {
   static constexpr int kBBytes = BN * BK * int(sizeof(T));  // one weight tile
   static constexpr int kBudget = 104 * 1024;                 // two blocks per multiprocessor
   static constexpr size_t kBytes = size_t(kBudget) + 128;   // the most a launch asks for
-  static_assert(kBBytes % 1024 == 0, "128-byte aligned tiles, also in shares of a cluster of 4");
+  static_assert(kBBytes % 128 == 0, "128-byte aligned tiles");
   __host__ __device__ static constexpr int seg_bytes(int row_bytes) { return BK * row_bytes; }
   __host__ __device__ static constexpr int a_bytes(int row_bytes) {
     return Seg<T>::kCount * seg_bytes(row_bytes);
@@ -164,11 +164,6 @@ struct TmaFpropParams {
   int row_bytes;  // bytes of a box row (the tensor map's box width), see tma_row_bytes
   int w_taps;     // W taps of the widest phase (weight tiles a stage holds)
   int stages;     // pipeline stages, 2..kMaxStages (see Smem::launch_stages)
-  // Blocks per cluster (1, 2 or 4; the launch's cluster dimension along x). The blocks of
-  // a cluster take consecutive position tiles of one phase, channel tile and group, so
-  // they read the same weight tiles: each loads 1/cluster of every tile and multicasts it
-  // to all of them, which divides the weights' L2 traffic by the cluster size.
-  int cluster;
   int out[3], k[3], stride[3], pad[3], dil[3];
 };
 
@@ -313,60 +308,6 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
       "[%3];\n" ::"r"(dst),
       "l"(src), "r"(bytes), "r"(bar)
       : "memory");
-}
-
-// bulk_load of `bytes` into the same shared-memory offset of every block of the cluster in
-// `mask`, completing on the mbarrier at `bar`'s offset in each (sm_90a).
-__device__ __forceinline__ void bulk_load_multicast(uint32_t dst, const void* src,
-                                                    uint32_t bytes, uint32_t bar,
-                                                    uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
-      "[%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
-      "l"(src), "r"(bytes), "r"(bar), "h"(mask)
-      : "memory");
-}
-
-// Arrives on the mbarrier at the offset of `bar` in block `rank` of the cluster.
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
-  asm volatile(
-      "{\n"
-      ".reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
-      "}\n" ::"r"(bar),
-      "r"(rank)
-      : "memory");
-}
-
-// Every thread of every block of the cluster (a block-wide barrier too).
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile(
-      "barrier.cluster.arrive.release.aligned;\n"
-      "barrier.cluster.wait.acquire.aligned;\n" ::
-          : "memory");
-}
-
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-
-// A consumer warp is done with a stage: after all its lanes' reads, lane r arrives on the
-// stage's "empty" mbarrier in block r of the cluster (every block's producer multicasts
-// weights into this stage, so each waits for all of them). `needed`: false for the last
-// `stages` K steps, whose release no producer waits for; skipping them also means no
-// arrival can reach a block of the cluster that has already exited.
-__device__ __forceinline__ void release_stage(uint32_t empty_bar, int lane, int cluster,
-                                              bool needed) {
-  __syncwarp();
-  if (needed && lane < cluster) {
-    if (cluster == 1)
-      mbar_arrive(empty_bar);
-    else
-      mbar_arrive_cluster(empty_bar, uint32_t(lane));
-  }
 }
 
 __device__ __forceinline__ uint4 lds128(uint32_t addr) {
@@ -612,8 +553,8 @@ __device__ __forceinline__ void consume_wgmma(
       }
     }
     wgmma_wait<0>();
-    // Each consumer warp releases the stage after its wgmma reads of it completed.
-    release_stage(smem_addr(&empty_bar[stage]), lane, p.cluster, kc < num_chunks - num_stages);
+    // Every consumer thread releases the stage after its wgmma reads of it completed.
+    mbar_arrive(smem_addr(&empty_bar[stage]));
     if (++stage == num_stages) {
       stage = 0;
       parity ^= 1u;
@@ -679,12 +620,10 @@ __global__ void __launch_bounds__(kThreads, 3)
 
   // ---- which tile, phase, group and channel tile ----
   int64_t bx = blockIdx.x;
-  const int rank = int(bx % p.cluster);  // = %cluster_ctarank (clusters run along x)
-  bx /= p.cluster;
   const int cot = int(bx % p.co_tiles);
   bx /= p.co_tiles;
   const int phase = int(bx % p.num_phases);
-  const int64_t tile = bx / p.num_phases * p.cluster + rank;
+  const int64_t tile = bx / p.num_phases;
   const int g = blockIdx.y;
   int r[3];
   const int wi = phase % p.w_phases;  // the block's W phase in the grid
@@ -705,14 +644,12 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int wchunks = (Q[2] + kSegW - 1) / kSegW;
   const int64_t segs_total = int64_t(p.N) * Q[0] * Q[1] * wchunks;
   const int64_t seg0 = tile * kSegs;
-  // A block past the last tile has nothing to compute, but in a cluster it still loads and
-  // multicasts its share of the weights for the others (its segments are all empty).
-  if (seg0 >= segs_total && p.cluster == 1) return;  // uniform over the block
+  if (seg0 >= segs_total) return;  // uniform over the block
   // Rows whose D or H phase has no tap are the bias alone: the block of the grid's first
   // W phase writes them whole (every W output after each of its positions, and those
   // ahead of its first), the other W phases' blocks nothing.
   const bool bias_rows = p.bias_rows && (taps[0].count == 0 || taps[1].count == 0);
-  if (bias_rows && wi != 0) return;  // uniform over the block and its cluster (one phase)
+  if (bias_rows && wi != 0) return;  // uniform over the block
   __shared__ Owned s_own;  // the outputs it writes besides its own (see TmaFpropParams)
 
   const int tid = threadIdx.x;
@@ -763,17 +700,12 @@ __global__ void __launch_bounds__(kThreads, 3)
     s_own = own;
     for (int s = 0; s < num_stages; ++s) {
       mbar_init(smem_addr(&full_bar[s]), 1);
-      mbar_init(smem_addr(&empty_bar[s]), kConsumerWarps * p.cluster);  // see release_stage
+      mbar_init(smem_addr(&empty_bar[s]), kConsumerWarps * 32);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   }
-  // In a cluster, no block multicasts into or arrives on another's barriers before all
-  // are initialised.
-  if (p.cluster > 1)
-    cluster_sync();
-  else
-    __syncthreads();
+  __syncthreads();
 
   // One K step per (D tap, H tap, channel block); its stage holds every W tap of it.
   const int w_count = taps[2].count, w_doff = taps[2].doff;
@@ -815,19 +747,8 @@ __global__ void __launch_bounds__(kThreads, 3)
           const int64_t tile_idx =
               ((((int64_t(g) * p.k[0] + kd) * p.k[1] + kh) * p.k[2] + kw) * p.ci_chunks +
                cic) * p.co_tiles + cot;
-          const uint32_t b_dst = a_dst + a_bytes + jw * L::kBBytes;
-          const T* b_src = wbase + tile_idx * (BN * BK);
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // multicast: sm_90a
-          if (p.cluster > 1) {  // this block's share of the tile, to every block of the cluster
-            const int share = L::kBBytes / p.cluster;  // a multiple of 256 bytes
-            bulk_load_multicast(b_dst + rank * share,
-                                reinterpret_cast<const unsigned char*>(b_src) + rank * share,
-                                uint32_t(share), full, uint16_t((1u << p.cluster) - 1u));
-            continue;
-          }
-#endif
-          // Alone, or without multicast (an sm_90 build): the whole tile, the same bytes.
-          bulk_load(b_dst, b_src, uint32_t(L::kBBytes), full);
+          bulk_load(a_dst + a_bytes + jw * L::kBBytes, wbase + tile_idx * (BN * BK),
+                    uint32_t(L::kBBytes), full);
         }
         // next K step: channel chunk fastest, then H, D taps
         if (++cic == p.ci_chunks) {
@@ -958,8 +879,8 @@ __global__ void __launch_bounds__(kThreads, 3)
       }
       if constexpr (kSplit) add_acc(acc, part);
     }
-    // Each consumer warp releases the stage after its last read of it.
-    release_stage(smem_addr(&empty_bar[stage]), lane, p.cluster, kc < num_chunks - num_stages);
+    // Every consumer thread releases the stage after its own last read of it.
+    mbar_arrive(smem_addr(&empty_bar[stage]));
     if (++stage == num_stages) {
       stage = 0;
       parity ^= 1u;
