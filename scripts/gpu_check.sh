@@ -10,6 +10,8 @@
 #   bash scripts/gpu_check.sh install ncu-suite   # Nsight Compute metrics of every suite case
 #   bash scripts/gpu_check.sh install bench-strict   # strict float32 forward, 10 runs a side
 #   bash scripts/gpu_check.sh install tile-sweep   # the TMA kernel's tiles against its planner
+#   bash scripts/gpu_check.sh build install wgmma   # the TMA kernel on wgmma: tests, sanitizers, timing
+#   bash scripts/gpu_check.sh install owners   # tap-less W phases by their owners, on and off
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side; CONVT_FORWARD_KERNEL picks a kernel), ncu (Nsight Compute
@@ -119,6 +121,31 @@ if has tile-sweep; then
   step tile-sweep python3 scripts/tma_tile_sweep.py --dtype fp32,bf16 --math default \
     --json "$OUT/tile-sweep.json"
   tail -n 40 "$OUT/tile-sweep.log"
+fi
+if has wgmma; then
+  # The TMA kernel on wgmma (CONVT_TMA_MMA=wgmma; TF32 and 16-bit types): its tests,
+  # under compute-sanitizer too, then fp32 (TF32) and bf16 forward on mma.sync and on wgmma.
+  step wgmma-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*TmaWgmma*:*TmaPath*'
+  grep -E "PASSED|FAILED" "$OUT/wgmma-test.log" | tail -3 | tee -a "$SUMMARY"
+  for tool in memcheck racecheck initcheck; do
+    step "wgmma-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*TmaWgmma*'
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/wgmma-sanitize-$tool.log" | tee -a "$SUMMARY"
+  done
+  step wgmma-bench-mma python3 -m convt bench --dtype fp32,bf16 --math default \
+    --json "$OUT/bench-mma.json" -q
+  step wgmma-bench env CONVT_TMA_MMA=wgmma python3 -m convt bench --dtype fp32,bf16 \
+    --math default --json "$OUT/bench-wgmma.json" -q
+  grep -E "geomean" "$OUT/wgmma-bench-mma.log" "$OUT/wgmma-bench.log" | tee -a "$SUMMARY"
+fi
+if has owners; then
+  # Every W phase running (the default) against tap-less W phases written by their owners
+  # (CONVT_TMA_W_OWNERS=1), fp32 (TF32) and bf16 forward.
+  step owners-bench-off python3 -m convt bench --dtype fp32,bf16 \
+    --math default --json "$OUT/bench-owners-off.json" -q
+  step owners-bench env CONVT_TMA_W_OWNERS=1 python3 -m convt bench --dtype fp32,bf16 \
+    --math default --json "$OUT/bench-owners.json" -q
+  grep -E "geomean" "$OUT/owners-bench-off.log" "$OUT/owners-bench.log" | tee -a "$SUMMARY"
 fi
 if has bench; then
   step bench python3 -m convt bench --dtype fp32,bf16 --math default,strict \

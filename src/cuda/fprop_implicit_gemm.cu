@@ -288,7 +288,31 @@ bool make_x_tensor_map(CUtensorMap* map, const Problem& p, const TensorRef& x, i
   return true;
 }
 
-template <typename T, int BN, int BK, bool kSplit>
+// The W phases of the TMA kernel's grid, into its parameters (see tma_w_phases).
+// By default every W phase runs, tap-less ones writing their bias by W phase.
+// CONVT_TMA_W_OWNERS=1 (read at every call, so that tests can switch it) runs only the W
+// phases with taps, each writing the tap-less outputs after its own, and writes rows whose
+// D or H phase has no tap whole from one block: measured slower on an H200 (kb77, kb79 and
+// kb81 about 2x, docs/kernels.md), so it is off unless asked for.
+bool tma_w_owners_requested() {
+  const char* v = std::getenv("CONVT_TMA_W_OWNERS");
+  return v != nullptr && std::string(v) == "1";
+}
+
+void set_w_owners(tma::TmaFpropParams& fp) {
+  const bool on = tma_w_owners_requested();
+  const TmaWPhases w = on ? tma_w_phases(fp.stride[2], fp.pad[2], fp.dil[2], fp.k[2], fp.out[2])
+                          : TmaWPhases{false, fp.stride[2], {}, {}};
+  fp.w_map = w.map ? 1 : 0;
+  fp.bias_rows = on ? 1 : 0;
+  fp.w_phases = w.phases;
+  for (int i = 0; i < kTmaMaxWPhases; ++i) {
+    fp.w_owner[i] = w.owner[i];
+    fp.w_owned[i] = w.owned[i];
+  }
+}
+
+template <typename T, int BN, int BK, bool kSplit, bool kWgmma = false>
 void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUtensorMap& map,
                 const TensorRef& w, const TensorRef* b, const TensorRef& y,
                 const ExecOptions& opt, int device) {
@@ -306,7 +330,7 @@ void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUten
   for (int d = 0; d < 3; ++d) pk.k[d] = int(p.kernel_size[d]);
   const int64_t packed = tma_packed_weight_elems(pk, BN, BK);
   const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
-  pack_weight_tma_kernel<T, BN, BK, kSplit><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
+  pack_weight_tma_kernel<T, BN, BK, kSplit, kWgmma><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
   check_cuda(cudaGetLastError(), "pack_weight_tma_kernel launch");
 
   TmaFpropParams fp{};
@@ -331,6 +355,8 @@ void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUten
     fp.dil[d] = int(p.dilation[d]);
     phases *= p.stride[d];
   }
+  set_w_owners(fp);
+  phases = phases / fp.stride[2] * fp.w_phases;
   fp.num_phases = int(phases);
   fp.row_bytes = plan.tma_row_bytes;
   fp.w_taps = plan.tma_w_taps;
@@ -356,9 +382,16 @@ void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUten
   const std::size_t smem =
       std::size_t(fp.stages) * L::stage_bytes(fp.row_bytes, fp.w_taps) + 128;  // + alignment
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem(fprop_tma_kernel<T, BN, BK, kSplit>, L::kBytes, device, smem_set);
-  fprop_tma_kernel<T, BN, BK, kSplit><<<grid, kThreads, smem, opt.stream>>>(map, fp);
+  allow_smem(fprop_tma_kernel<T, BN, BK, kSplit, kWgmma>, L::kBytes, device, smem_set);
+  fprop_tma_kernel<T, BN, BK, kSplit, kWgmma><<<grid, kThreads, smem, opt.stream>>>(map, fp);
   check_cuda(cudaGetLastError(), "implicit-GEMM (TMA) forward launch");
+}
+
+// CONVT_TMA_MMA=wgmma runs the TMA kernel on wgmma instead of mma.sync, split TF32
+// (strict float32) excepted (read at every call, so that tests can switch it).
+bool tma_wgmma_requested() {
+  const char* v = std::getenv("CONVT_TMA_MMA");
+  return v != nullptr && std::string(v) == "wgmma";
 }
 
 template <typename T, bool kSplit = false>
@@ -369,6 +402,11 @@ void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
   if constexpr (kSplit) {  // the planner gives split TF32 the 32-channel tile only
     if (bk == 16) launch_tma<T, 32, 16, true>(plan, p, map, w, b, y, opt, device);
     else launch_tma<T, 32, 32, true>(plan, p, map, w, b, y, opt, device);
+  } else if (tma_wgmma_requested()) {
+    if (bn == 32 && bk == 16) launch_tma<T, 32, 16, false, true>(plan, p, map, w, b, y, opt, device);
+    else if (bn == 32) launch_tma<T, 32, 32, false, true>(plan, p, map, w, b, y, opt, device);
+    else if (bk == 16) launch_tma<T, 64, 16, false, true>(plan, p, map, w, b, y, opt, device);
+    else launch_tma<T, 64, 32, false, true>(plan, p, map, w, b, y, opt, device);
   } else {
     if (bn == 32 && bk == 16) launch_tma<T, 32, 16, false>(plan, p, map, w, b, y, opt, device);
     else if (bn == 32) launch_tma<T, 32, 32, false>(plan, p, map, w, b, y, opt, device);
@@ -389,6 +427,29 @@ int tma_stages_t(int bn, int bk, int row_bytes, int w_taps) {
 }  // namespace
 
 static_assert(kTmaMaxStages == tma::kMaxStages, "fprop_implicit_gemm.hpp names the kernel's limit");
+static_assert(kTmaMaxWPhases == tma::kMaxWPhases, "fprop_implicit_gemm.hpp names the kernel's limit");
+
+void tma_wgmma_b_element(int i, int bn, int elem_bytes, int* c, int* n) {
+  tma::wgmma_b_element(i, bn, elem_bytes, *c, *n);
+}
+
+TmaWPhases tma_w_phases(int stride, int pad, int dil, int k, int out) {
+  TmaWPhases w;
+  w.phases = stride;
+  if (stride > kTmaMaxWPhases) return w;
+  int owners = 0;
+  for (int rw = 0; rw < stride; ++rw)
+    if (igemm::phase_taps(rw, stride, pad, dil, k).count > 0) w.owner[owners++] = rw;
+  if (owners == 0 || owners == stride || w.owner[0] >= out) {
+    for (int i = 0; i < kTmaMaxWPhases; ++i) w.owner[i] = 0;
+    return w;
+  }
+  for (int i = 0; i < owners; ++i)
+    w.owned[i] = (w.owner[(i + 1) % owners] - w.owner[i] - 1 + stride) % stride;
+  w.map = true;
+  w.phases = owners;
+  return w;
+}
 
 int tma_pipeline_stages(DType dt, int bn, int bk, int row_bytes, int w_taps) {
   if (dt == DType::kFloat32) return tma_stages_t<float>(bn, bk, row_bytes, w_taps);
@@ -642,11 +703,24 @@ bool choose_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const Tenso
   return make_x_tensor_map(map, p, x, plan.tma_bk, plan.tma_row_bytes, why);
 }
 
-std::string describe_tma(const ImplicitGemmFpropPlan& plan, DType dt) {
-  return detail::str_cat("implicit-GEMM TMA + mma.sync", plan.split ? " 3xTF32" : "",
+std::string describe_tma(const ImplicitGemmFpropPlan& plan, const Problem& p) {
+  const bool wgmma = !plan.split && tma_wgmma_requested();
+  tma::TmaFpropParams fp{};
+  fp.stride[2] = int(p.stride[2]);
+  fp.pad[2] = int(p.padding[2]);
+  fp.dil[2] = int(p.dilation[2]);
+  fp.k[2] = int(p.kernel_size[2]);
+  fp.out[2] = int(p.output_sizes()[2]);
+  set_w_owners(fp);  // as the launch does
+  const std::string owners =
+      fp.w_map ? detail::str_cat(", ", fp.w_phases, " of ", fp.stride[2],
+                                 " W phases (the rest have no tap)")
+               : std::string();
+  return detail::str_cat("implicit-GEMM TMA + ", wgmma ? "wgmma" : "mma.sync",
+                         plan.split ? " 3xTF32" : "",
                          ", ", plan.tma_w_taps, " W taps per box, tile 128 positions x ",
                          plan.tma_bn, " channels x ", plan.tma_bk, ", ",
-                         tma_launch_stages(plan, dt), " stages, workspace ",
+                         tma_launch_stages(plan, p.dtype), " stages", owners, ", workspace ",
                          plan.workspace_bytes, " B");
 }
 
@@ -661,7 +735,7 @@ std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, cons
   if (!plan.usable) return plan.describe();
   alignas(64) CUtensorMap map;
   std::string why;
-  if (choose_tma(plan, p, x, device, &map, &why)) return describe_tma(plan, p.dtype);
+  if (choose_tma(plan, p, x, device, &map, &why)) return describe_tma(plan, p);
   return describe_fallback(plan, why);
 }
 
@@ -693,7 +767,7 @@ std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Pro
         break;
       default: throw Error("convt: implicit-GEMM forward called for an unsupported dtype");
     }
-    return describe ? describe_tma(plan, p.dtype) : std::string();
+    return describe ? describe_tma(plan, p) : std::string();
   }
   switch (p.dtype) {
     case DType::kFloat32:

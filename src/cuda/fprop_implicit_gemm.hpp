@@ -37,6 +37,25 @@ struct ImplicitGemmFpropPlan {
 constexpr int kTmaMaxStages = 8;
 int tma_pipeline_stages(DType dtype, int bn, int bk, int row_bytes, int w_taps);
 
+// The W phases the TMA kernel's grid runs (tma::TmaFpropParams::w_map). With `map`, only
+// the phases with W taps run, in ascending order ("owners"), and each also writes the bias
+// of the tap-less outputs after each of its own (owned[i] of them; the first owner also
+// the owner[0] outputs that start a row), so that a row's outputs leave one block together.
+// Without it (no tap-less phase, a stride over kTmaMaxWPhases, or an output row narrower
+// than the first owner), all `stride` W phases run, each writing its own outputs.
+constexpr int kTmaMaxWPhases = 16;
+struct TmaWPhases {
+  bool map = false;
+  int phases = 0;                   // W phases in the grid
+  int owner[kTmaMaxWPhases] = {};   // with map: the W phase of the grid's i-th
+  int owned[kTmaMaxWPhases] = {};   // with map: tap-less outputs after each of its outputs
+};
+TmaWPhases tma_w_phases(int stride, int pad, int dil, int k, int out);
+
+// Where the TMA kernel's wgmma weight packing puts element i of a tile of `bn` columns:
+// its channel within the tile (`c`) and its column (`n`); see tma::wgmma_b_element.
+void tma_wgmma_b_element(int i, int bn, int elem_bytes, int* c, int* n);
+
 // Whether (and how) the implicit-GEMM kernel runs this canonical problem.
 ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptions& opt);
 

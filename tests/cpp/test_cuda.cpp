@@ -504,6 +504,21 @@ std::vector<Case> tma_cases() {
                    {2, 2, 1}, true));
   add(make_problem(3, 4, 32, 80, 4, {8, 12, 48}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 0, 1},
                    {1, 1, 1}, false));
+  // W phases without taps (with CONVT_TMA_W_OWNERS=1 written by the phase with taps before
+  // them): stride 4 with dilation 2 (owners 1 and 3; phase 0 wraps to the previous
+  // position, except for the first output of a row), stride 5 like kb81, output_padding at
+  // the row's end.
+  add(make_problem(2, 2, 16, 40, 1, {6, 24, 1}, {1, 2, 1}, {1, 4, 1}, {0, 1, 0}, {0, 3, 0},
+                   {1, 2, 1}, true));
+  add(make_problem(3, 2, 16, 24, 2, {3, 4, 16}, {2, 3, 3}, {1, 2, 5}, {0, 1, 1}, {0, 1, 4},
+                   {1, 1, 2}, false));
+  // Rows whose H or D phase has no tap (with CONVT_TMA_W_OWNERS=1 written whole by the
+  // first W phase's block): like kb75 (every W phase has taps), and 3-D with tap-less depth
+  // planes and W phases.
+  add(make_problem(2, 2, 32, 32, 4, {6, 32, 1}, {3, 5, 1}, {2, 3, 1}, {1, 2, 0}, {1, 0, 0},
+                   {2, 1, 1}, true));
+  add(make_problem(3, 1, 8, 16, 1, {4, 5, 16}, {2, 2, 1}, {3, 1, 2}, {0, 0, 0}, {2, 0, 1},
+                   {1, 1, 1}, false));
   // Row-padded input (W contiguous, padded H/C/N strides), also with groups: the batch
   // stride then does not join batch and groups, and the kernel must decline.
   add(make_problem(2, 2, 16, 32, 1, {7, 24, 1}, {3, 3, 1}, {2, 1, 1}, {1, 1, 0}, {1, 0, 0},
@@ -517,12 +532,11 @@ const std::vector<Case>& tma_case_list() {
   return all;
 }
 
-class CudaTmaPath : public ::testing::TestWithParam<int> {};
-
-TEST_P(CudaTmaPath, MatchesFloat64Oracle) {
-  const std::string reason = tma_unavailable_reason();
-  if (!reason.empty()) GTEST_SKIP() << reason;
-  const Case& c = tma_case_list()[static_cast<size_t>(GetParam())];
+// Case `index` of tma_case_list() in every precision with the TMA kernel asked for:
+// describe_forward names it (mma.sync; wgmma when `wgmma` but for split TF32, see
+// CudaTmaWgmma; 3xTF32 for strict float32 only), and every direction matches the oracle.
+void check_tma_case(int index, bool wgmma) {
+  const Case& c = tma_case_list()[static_cast<size_t>(index)];
   SCOPED_TRACE(c.name());
   for (const Precision& precision : kPrecisions) {
     if (precision.dtype == DType::kFloat64) continue;
@@ -534,23 +548,79 @@ TEST_P(CudaTmaPath, MatchesFloat64Oracle) {
     HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, c.layout);
     DeviceTensor gx(x, nullptr);
     const std::string what = convt::describe_forward(p, gx.ref, opt);
-    EXPECT_NE(what.find("TMA + mma.sync"), std::string::npos) << precision.name << ": " << what;
-    // Strict float32 runs the same kernel in split TF32; no other mode does.
+    // Strict float32 runs the same kernel in split TF32 (on mma.sync); no other mode does.
     const bool split = p.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32;
     EXPECT_EQ(what.find("3xTF32") != std::string::npos, split) << precision.name << ": " << what;
-    check_all_directions(c.problem, c.layout, precision, 7919u * uint64_t(GetParam()) + 11,
-                         nullptr, false, ForwardKernel::kImplicitGemmTma);
+    const bool on_wgmma = wgmma && !split;
+    EXPECT_NE(what.find(on_wgmma ? "TMA + wgmma" : "TMA + mma.sync"), std::string::npos)
+        << precision.name << ": " << what;
+    if (wgmma && !on_wgmma) continue;  // split TF32 runs mma.sync either way (CudaTmaPath)
+    check_all_directions(c.problem, c.layout, precision,
+                         (wgmma ? 104729u : 7919u) * uint64_t(index) + 11, nullptr, false,
+                         ForwardKernel::kImplicitGemmTma);
   }
+}
+
+std::string tma_case_name(const ::testing::TestParamInfo<int>& info) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "case_%03d", info.param);
+  return std::string(name);
+}
+
+class CudaTmaPath : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaTmaPath, MatchesFloat64Oracle) {
+  const std::string reason = tma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  check_tma_case(GetParam(), false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaPath,
                          ::testing::Range(0, static_cast<int>(tma_case_list().size()),
                                           quick_mode() ? 3 : 1),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           char name[32];
-                           std::snprintf(name, sizeof(name), "case_%03d", info.param);
-                           return std::string(name);
-                         });
+                         tma_case_name);
+
+// The same cases on wgmma (CONVT_TMA_MMA=wgmma, sm_90a builds; TF32 and 16-bit types):
+// its weight packing (canonical K-major core matrices), the warpgroup's rows-to-positions
+// mapping and its epilogue.
+class CudaTmaWgmma : public ::testing::TestWithParam<int> {};
+
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  const char* name_;
+};
+
+TEST_P(CudaTmaWgmma, MatchesFloat64Oracle) {
+  const std::string reason = tma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const ScopedEnv env("CONVT_TMA_MMA", "wgmma");
+  check_tma_case(GetParam(), true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaWgmma,
+                         ::testing::Range(0, static_cast<int>(tma_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         tma_case_name);
+
+// The same cases with only the W phases that have taps running, each writing the bias of
+// the tap-less outputs after its own, and rows whose D or H phase has no tap written whole
+// by one block (CONVT_TMA_W_OWNERS=1, off by default: see tma_w_owners_requested).
+class CudaTmaOwners : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaTmaOwners, MatchesFloat64Oracle) {
+  const std::string reason = tma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const ScopedEnv env("CONVT_TMA_W_OWNERS", "1");
+  check_tma_case(GetParam(), false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaOwners,
+                         ::testing::Range(0, static_cast<int>(tma_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         tma_case_name);
 
 // Layouts a tensor map cannot describe run the mma.sync kernels instead, and say so.
 TEST(CudaTmaPath, DeclinesLayoutsATensorMapCannotDescribe) {

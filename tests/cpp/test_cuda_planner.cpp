@@ -10,6 +10,7 @@
 // that exist as kernels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -167,6 +168,104 @@ TEST(CudaPlanner, NarrowsTheTileForManyWTapsAndDeclinesTooWideWindows) {
   ASSERT_TRUE(plan.usable);
   EXPECT_FALSE(plan.tma);
   EXPECT_EQ(plan.tma_reason, "the W taps' input window is too wide for a TMA box");
+}
+
+// The W phases of the TMA kernel's grid: with the owner map, every output W index of a
+// row must be written exactly once (by its own phase's block, or as a tap-less output
+// after an owner's output, or ahead of the first owner's first output), owners must be
+// exactly the phases with taps, and without the map every phase runs. Simulated here
+// the way the kernel's epilogue walks it, over a fuzzed sweep checked by brute force.
+TEST(CudaPlanner, TmaWPhaseOwnersWriteEveryOutputOnce) {
+  std::mt19937_64 rng(977);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int mapped = 0, wrapped = 0, leading = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    const int s = pick(1, 20), dil = pick(1, 6), k = pick(1, 7), len = pick(1, 40);
+    const int pad = pick(0, dil * (k - 1)), op = pick(0, std::max(s, dil) - 1);
+    const int out = (len - 1) * s - 2 * pad + dil * (k - 1) + op + 1;
+    if (out <= 0) continue;
+    SCOPED_TRACE("s=" + std::to_string(s) + " dil=" + std::to_string(dil) + " k=" +
+                 std::to_string(k) + " pad=" + std::to_string(pad) + " out=" + std::to_string(out));
+    std::vector<bool> has_taps(size_t(s), false);
+    for (int r = 0; r < s; ++r)
+      for (int kk = 0; kk < k; ++kk)
+        if ((((r + pad - kk * dil) % s) + s) % s == 0) has_taps[size_t(r)] = true;
+    const convt::cuda::TmaWPhases w = convt::cuda::tma_w_phases(s, pad, dil, k, out);
+    if (!w.map) {
+      EXPECT_EQ(w.phases, s);
+      continue;
+    }
+    ++mapped;
+    ASSERT_LE(s, convt::cuda::kTmaMaxWPhases);
+    std::vector<int> writes(size_t(out), 0);
+    int owners = 0;
+    for (int r = 0; r < s; ++r) owners += has_taps[size_t(r)] ? 1 : 0;
+    ASSERT_EQ(w.phases, owners);
+    for (int i = 0; i < w.phases; ++i) {
+      const int r = w.owner[i];
+      ASSERT_TRUE(has_taps[size_t(r)]) << "owner " << r << " has no W tap";
+      if (i > 0) ASSERT_GT(r, w.owner[i - 1]);
+      const int before = i == 0 ? r : 0;
+      for (int o = r; o < out; o += s) {
+        ++writes[size_t(o)];
+        for (int j = 1; j <= w.owned[i] && o + j < out; ++j) ++writes[size_t(o + j)];
+        if (o == before)
+          for (int j = 1; j <= before; ++j) ++writes[size_t(o - j)];
+      }
+      if (r + w.owned[i] >= s) ++wrapped;
+      if (before > 0) ++leading;
+    }
+    for (int o = 0; o < out; ++o) ASSERT_EQ(writes[size_t(o)], 1) << "output " << o;
+  }
+  EXPECT_GT(mapped, 1000);
+  EXPECT_GT(wrapped, 100);
+  EXPECT_GT(leading, 100);
+}
+
+// The wgmma weight packing against the layout its descriptor describes, computed
+// independently: canonical K-major without swizzle, ((8, m), (T, 2)) : ((1T, SBO), (1,
+// LBO)) in elements with T = 16 bytes of elements, LBO = 128 and SBO = 256 bytes, and one
+// MMA K step (16 channels of a 16-bit type, 8 of TF32) after another, BN * 32 bytes each.
+// Element (MMA k index kk, column n) of K step ks must hold channel ks * K + ch(kk) of
+// column n, ch being the order the A fragments use: the identity for 16-bit types; for
+// TF32 k index t is channel 2t and t + 4 is 2t + 1.
+TEST(CudaPlanner, WgmmaWeightPackingMatchesItsDescriptor) {
+  for (int elem : {2, 4}) {
+    const int kk_per_step = elem == 2 ? 16 : 8, t = 16 / elem;
+    for (int bn : {32, 64}) {
+      for (int bk : {16, 32}) {
+        SCOPED_TRACE("elem " + std::to_string(elem) + " bn " + std::to_string(bn) + " bk " +
+                     std::to_string(bk));
+        // What the packing put at each byte of the tile.
+        std::vector<int> chan(size_t(bn * bk), -1), col(size_t(bn * bk), -1);
+        for (int i = 0; i < bn * bk; ++i) {
+          int c = -1, n = -1;
+          convt::cuda::tma_wgmma_b_element(i, bn, elem, &c, &n);
+          ASSERT_TRUE(c >= 0 && c < bk && n >= 0 && n < bn) << "element " << i;
+          chan[size_t(i)] = c;
+          col[size_t(i)] = n;
+        }
+        std::vector<int> seen(size_t(bn * bk), 0);
+        for (int ks = 0; ks < bk / kk_per_step; ++ks) {
+          for (int kk = 0; kk < kk_per_step; ++kk) {
+            for (int n = 0; n < bn; ++n) {
+              const int byte = ks * bn * 32 + (n / 8) * 256 + (kk / t) * 128 + (n % 8) * 16 +
+                               (kk % t) * elem;
+              ASSERT_EQ(byte % elem, 0);
+              const size_t i = size_t(byte / elem);
+              ASSERT_LT(i, chan.size());
+              const int ch = elem == 2 ? kk : (kk < 4 ? 2 * kk : 2 * (kk - 4) + 1);
+              EXPECT_EQ(chan[i], ks * kk_per_step + ch) << "k step " << ks << " k " << kk
+                                                        << " n " << n;
+              EXPECT_EQ(col[i], n) << "k step " << ks << " k " << kk << " n " << n;
+              ++seen[i];
+            }
+          }
+        }
+        for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << "element " << i;
+      }
+    }
+  }
 }
 
 }  // namespace

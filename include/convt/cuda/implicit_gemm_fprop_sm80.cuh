@@ -152,7 +152,7 @@ struct PhaseTaps {
 
 // (Spatial sizes, kernel sizes, strides, paddings and dilations fit in 32 bits; only
 // element offsets need 64.)
-__device__ __forceinline__ PhaseTaps phase_taps(int r, int s, int pad, int dil, int K) {
+__host__ __device__ inline PhaseTaps phase_taps(int r, int s, int pad, int dil, int K) {
   PhaseTaps t;
   // step: the smallest j > 0 with j*dil divisible by s
   int step = 1;

@@ -84,6 +84,7 @@ constexpr int kConsumerWarps = 4;
 constexpr int kThreads = (kConsumerWarps + 1) * 32;
 constexpr int kBlockM = 128;  // output positions per block (32 per consumer warp)
 constexpr int kMaxStages = 8;
+constexpr int kMaxWPhases = 16;  // W strides up to which tap-less W phases have owners
 
 // A segment: kW consecutive positions of one output row of a phase (128 bytes of them).
 // Its box holds, per channel, the input columns of every W tap of the phase: tap j's
@@ -147,7 +148,19 @@ struct TmaFpropParams {
   int N, cig, cog, groups;
   int ci_chunks;  // cig_pad / BK
   int co_tiles;   // cog_pad / BN
-  int num_phases;
+  int num_phases;  // phases in the grid: stride[0] * stride[1] * w_phases
+  // W phases in the grid. With w_map, only the W phases that have W taps run ("owners"),
+  // in ascending order, and each also writes the bias of the tap-less W phases that
+  // follow it, w_owned[i] outputs right after each of its own (the last one wrapping to
+  // the next position; the first owner also writes the w_owner[0] outputs that start a
+  // row). Outputs of one row then leave one block together instead of one per W phase.
+  // Without w_map (more W phases than kMaxWPhases) every W phase runs. Either way, rows
+  // whose D or H phase has no tap are written whole by the grid's first W phase.
+  int w_map;
+  int w_phases;
+  int bias_rows;  // 1: rows whose D or H phase has no tap are written whole (see above)
+  int w_owner[kMaxWPhases];
+  int w_owned[kMaxWPhases];
   int row_bytes;  // bytes of a box row (the tensor map's box width), see tma_row_bytes
   int w_taps;     // W taps of the widest phase (weight tiles a stage holds)
   int stages;     // pipeline stages, 2..kMaxStages (see Smem::launch_stages)
@@ -171,7 +184,25 @@ __host__ __device__ inline int64_t tma_packed_weight_elems(const TmaPackParams& 
   return int64_t(p.groups) * p.k[0] * p.k[1] * p.k[2] * p.ci_chunks * p.co_tiles * bn * bk;
 }
 
-template <typename T, int BN, int BK, bool kSplit = false>
+// kWgmma: each tile in the canonical K-major layout of wgmma's shared-memory operand
+// without swizzle instead: per MMA K step (16 channels of a 16-bit type, 8 of float), per
+// group of 8 columns n, two 8 x 16-byte core matrices (the step's two halves along K),
+// each 8 rows (n) of 16 contiguous bytes: byte offset ks * BN * 32 + (n / 8) * 256 +
+// half * 128 + (n % 8) * 16 + e * sizeof(T), i.e. leading (K) byte offset 128 and stride
+// (N) byte offset 256 in the descriptor (see wgmma_desc). 16-bit: element e of half h is
+// channel 8h + e of the step. TF32: MMA k index t is channel 2t and t + 4 is 2t + 1, as
+// in the mma.sync packing, so element e of half h is channel 2e + h.
+// Element i of a packed wgmma tile (BN columns, `elem_bytes`-byte elements): its channel c
+// within the tile's K step block and its column n (see below).
+__host__ __device__ inline void wgmma_b_element(int i, int bn, int elem_bytes, int& c, int& n) {
+  const int e_row = 16 / elem_bytes;  // elements per core-matrix row
+  const int e = i % e_row, row = (i / e_row) % 8, half = (i / (8 * e_row)) % 2;
+  const int ng = (i / (16 * e_row)) % (bn / 8), ks = i / (2 * e_row * bn);
+  n = ng * 8 + row;
+  c = elem_bytes == 4 ? ks * 8 + 2 * e + half : ks * 16 + half * 8 + e;
+}
+
+template <typename T, int BN, int BK, bool kSplit = false, bool kWgmma = false>
 __global__ void pack_weight_tma_kernel(TmaPackParams p) {
   constexpr int kTile = BN * BK;
   constexpr int kNPairs = BN / 16;
@@ -189,7 +220,9 @@ __global__ void pack_weight_tma_kernel(TmaPackParams p) {
     const int kd = int(r % p.k[0]); r /= p.k[0];
     const int g = int(r);
     int c, n;  // channel within the chunk, column within the tile
-    if constexpr (sizeof(T) == 4) {
+    if constexpr (kWgmma) {
+      wgmma_b_element(i, BN, int(sizeof(T)), c, n);
+    } else if constexpr (sizeof(T) == 4) {
       const int j = i % 4, lane = (i / 4) % 32, rest = i / 128;
       const int np = rest % kNPairs, ks = rest / kNPairs;
       n = np * 16 + lane / 4 + (j / 2) * 8;
@@ -297,11 +330,274 @@ __device__ __forceinline__ uint32_t lds16(uint32_t addr) {
   return v;
 }
 
+// wgmma (sm_90a): the warpgroup's asynchronous MMA, A from registers, B from shared
+// memory through a matrix descriptor.
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Descriptor of a K-major, unswizzled B tile at shared address `addr` (16-byte aligned):
+// core matrices 128 bytes apart along K (leading byte offset), groups of 8 columns 256
+// bytes apart (stride byte offset); see pack_weight_tma_kernel.
+__device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr) {
+  return uint64_t((addr & 0x3ffffu) >> 4) | (uint64_t(128 >> 4) << 16) |
+         (uint64_t(256 >> 4) << 32);
+}
+
+// d (m64 x BN, float) += a (m64 x k from registers: this warp's 16 rows, in the A layout
+// of mma.m16n8k16, or m16n8k8 for TF32) * B (k x BN at descriptor `desc`); k = 16 for
+// 16-bit types, 8 for TF32. Thread (warp w, lane 4g + t) holds d[4p + 2h + s] =
+// D[16w + 8h + g][8p + 2t + s].
+template <typename T, int BN>
+struct Wgmma;
+
+#define CONVT_WGMMA_D16                                                                   \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),     \
+      "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),          \
+      "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define CONVT_WGMMA_D32                                                                   \
+  CONVT_WGMMA_D16, "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),       \
+      "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]),       \
+      "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+// OP: shape and types; IMM: scale-d (1: accumulate), scale-a, scale-b and, for 16-bit
+// types, transpose-b (0: B K-major).
+#define CONVT_WGMMA_N32(OP, IMM)                                                          \
+  asm volatile("wgmma.mma_async.sync.aligned." OP                                          \
+               " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15},"                 \
+               " {%16,%17,%18,%19}, %20, " IMM ";\n"                                       \
+               : CONVT_WGMMA_D16                                                          \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc))
+#define CONVT_WGMMA_N64(OP, IMM)                                                          \
+  asm volatile("wgmma.mma_async.sync.aligned." OP                                          \
+               " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,"  \
+               "%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"                         \
+               " {%32,%33,%34,%35}, %36, " IMM ";\n"                                       \
+               : CONVT_WGMMA_D32                                                          \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc))
+
+template <>
+struct Wgmma<__nv_bfloat16, 32> {
+  __device__ static void run(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
+    CONVT_WGMMA_N32("m64n32k16.f32.bf16.bf16", "1, 1, 1, 0");
+  }
+};
+template <>
+struct Wgmma<__nv_bfloat16, 64> {
+  __device__ static void run(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+    CONVT_WGMMA_N64("m64n64k16.f32.bf16.bf16", "1, 1, 1, 0");
+  }
+};
+template <>
+struct Wgmma<__half, 32> {
+  __device__ static void run(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
+    CONVT_WGMMA_N32("m64n32k16.f32.f16.f16", "1, 1, 1, 0");
+  }
+};
+template <>
+struct Wgmma<__half, 64> {
+  __device__ static void run(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+    CONVT_WGMMA_N64("m64n64k16.f32.f16.f16", "1, 1, 1, 0");
+  }
+};
+// TF32: k8 per instruction; A registers hold TF32 bit patterns (m16n8k8 A layout).
+template <>
+struct Wgmma<float, 32> {
+  __device__ static void run(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
+    CONVT_WGMMA_N32("m64n32k8.f32.tf32.tf32", "1, 1, 1");
+  }
+};
+template <>
+struct Wgmma<float, 64> {
+  __device__ static void run(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+    CONVT_WGMMA_N64("m64n64k8.f32.tf32.tf32", "1, 1, 1");
+  }
+};
+#undef CONVT_WGMMA_N64
+#undef CONVT_WGMMA_N32
+#undef CONVT_WGMMA_D32
+#undef CONVT_WGMMA_D16
+
 // ---------------------------------------------------------------------------------------
 // The kernel
 // ---------------------------------------------------------------------------------------
+// Tap-less outputs a block writes besides its own: `after` outputs right after each of
+// its positions, and `before` outputs ahead of its first position of a row (see
+// TmaFpropParams::w_map).
+struct Owned {  // trivial (it lives in shared memory): initialise with {0, 0}
+  int after, before;
+};
+
+// Stores v + bias at position w of a segment (output W index ow0 + w * stride_w, at
+// yc[w * ys_w]) and the bias alone at the tap-less outputs the position owns (yw: the
+// output's W stride, out_w: its W size).
+template <typename T>
+__device__ __forceinline__ void store_output(T* yc, int w, int64_t ys_w, int64_t yw, int ow0,
+                                             int stride_w, int out_w, Owned own, float v,
+                                             float bv) {
+  T* at = yc + w * ys_w;
+  *at = Elem<T>::from_float(v + bv);
+  if ((own.after | own.before) != 0) {
+    const T b = Elem<T>::from_float(bv);
+    const int o = ow0 + w * stride_w;
+    for (int j = 1; j <= own.after && o + j < out_w; ++j) at[j * yw] = b;
+    if (o == own.before)  // the row's first position: outputs 0 .. o - 1 have no owner before
+      for (int j = 1; j <= own.before; ++j) at[-j * yw] = b;
+  }
+}
+
+// The consumers of fprop_tma_kernel on wgmma: the four consumer warps are one warpgroup.
+// Per W tap and MMA K step of a stage, two m64 x BN x k wgmma cover the block's 128
+// positions: wgmma j takes positions 64j .. 64j + 63, warp w supplies rows 16w .. 16w + 15
+// of each from its A fragments (the same shifted-window loads as the mma.sync path), and
+// B comes straight from the stage's weight tile. The A fragments of the next (W tap, K
+// step) load while the current one's wgmma run; all complete before the stage is
+// released.
+template <typename T, int BN, int BK>
+__device__ __forceinline__ void consume_wgmma(
+    const TmaFpropParams& p, uint32_t smem_base, int seg_bytes, int a_bytes, int stage_bytes,
+    int num_stages, int num_chunks, int w_count, int w_doff, uint64_t* full_bar,
+    uint64_t* empty_bar, const int64_t* s_ybase, const int* s_valid, const int* s_ow0,
+    const int (*s_coord)[3], const Owned* s_own) {
+  using L = Smem<T, BN, BK>;
+  constexpr int kSegW = Seg<T>::kW;
+  constexpr int kAlign = Seg<T>::kAlign;
+  constexpr int kMmaK = Mma<T>::kK;  // channels per MMA K step: 16 (16-bit), 8 (TF32)
+  constexpr int kKS = BK / kMmaK;     // MMA K steps per stage and W tap
+  constexpr int kD = BN / 2;    // accumulators per thread per m64 block
+  const int tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32;
+  const int gid = lane / 4, tig = lane % 4;
+  const int row_bytes = p.row_bytes;
+
+  // Rows of wgmma j: positions 64j + 16 warp + gid (+ 8); segment and column of each.
+  int seg[2];
+  uint32_t a_off[2][4];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int m0 = 64 * j + 16 * warp;
+    seg[j] = m0 / kSegW;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      // Register q: row g (q even) or g + 8 (q odd); 16-bit: channels 2t, 2t + 1 (+ 8 for
+      // q / 2); TF32: k index t (channel 2t) or t + 4 (channel 2t + 1), see the packing.
+      const int w = m0 % kSegW + gid + (q % 2) * 8;
+      const int c = sizeof(T) == 4 ? 2 * tig + q / 2 : 2 * tig + (q / 2) * 8;
+      a_off[j][q] = uint32_t(seg[j] * seg_bytes + c * row_bytes + w * int(sizeof(T)));
+    }
+  }
+  int lead[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+    lead[j] = (s_coord[seg[j]][0] - (w_count - 1) * w_doff) & (kAlign - 1);
+
+  float acc[2][kD];
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < kD; ++e) acc[j][e] = 0.f;
+
+  int stage = 0;
+  uint32_t parity = 0;
+  for (int kc = 0; kc < num_chunks; ++kc) {
+    mbar_wait(smem_addr(&full_bar[stage]), parity);
+    const uint32_t stage_base = smem_base + uint32_t(stage * stage_bytes);
+    // Items (W tap jw, K step ks), it = jw * kKS + ks: load an item's A fragments while
+    // the previous item's wgmma run, in two register buffers. Before a buffer is loaded
+    // again, wgmma.wait_group 1 lets all but the latest group complete: the one that read it.
+    auto load = [&](uint32_t (&a)[2][4], int it) {
+      const int jw = it / kKS, ks = it % kKS;
+      const int shift = (w_count - 1 - jw) * w_doff;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const uint32_t base = stage_base + uint32_t((lead[j] + shift) * int(sizeof(T)) +
+                                                    ks * kMmaK * row_bytes);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const uint32_t addr = base + a_off[j][q];
+          if constexpr (sizeof(T) == 4)
+            a[j][q] = to_tf32(__uint_as_float(lds32(addr)));
+          else
+            a[j][q] = lds16(addr) | (lds16(addr + row_bytes) << 16);
+        }
+      }
+    };
+    auto issue = [&](const uint32_t (&a)[2][4], int it) {
+      const int jw = it / kKS, ks = it % kKS;
+      const uint64_t desc =
+          wgmma_desc(stage_base + uint32_t(a_bytes + jw * L::kBBytes + ks * BN * 32));
+      wgmma_fence();
+      Wgmma<T, BN>::run(acc[0], a[0], desc);
+      Wgmma<T, BN>::run(acc[1], a[1], desc);
+      wgmma_commit();
+    };
+    const int items = w_count * kKS;
+    uint32_t a0[2][4], a1[2][4];
+    load(a0, 0);
+    for (int it = 0; it < items; it += 2) {
+      issue(a0, it);
+      if (it + 1 < items) {
+        wgmma_wait<1>();
+        load(a1, it + 1);
+        issue(a1, it + 1);
+      }
+      if (it + 2 < items) {
+        wgmma_wait<1>();
+        load(a0, it + 2);
+      }
+    }
+    wgmma_wait<0>();
+    // Every consumer thread releases the stage after its wgmma reads of it completed.
+    mbar_arrive(smem_addr(&empty_bar[stage]));
+    if (++stage == num_stages) {
+      stage = 0;
+      parity ^= 1u;
+    }
+  }
+
+  // ---- epilogue: bias, convert, store ----
+  const Owned own = *s_own;
+  T* y = static_cast<T*>(p.y);
+  const T* bias = static_cast<const T*>(p.bias);
+  const int64_t ys_w = int64_t(p.stride[2]) * p.y_str[4];
+  const int64_t ys_c = p.y_str[1];
+  const int g = blockIdx.y;
+  const int co_base = int(blockIdx.x % p.co_tiles) * BN;
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int valid = s_valid[seg[j]];
+    const int64_t ybase = s_ybase[seg[j]];
+#pragma unroll
+    for (int pn = 0; pn < BN / 8; ++pn) {
+#pragma unroll
+      for (int sc = 0; sc < 2; ++sc) {
+        const int co = co_base + pn * 8 + 2 * tig + sc;
+        if (co >= p.cog) continue;
+        const int64_t cg = int64_t(g) * p.cog + co;
+        const float bv = bias ? Elem<T>::to_float(bias[cg * p.b_str]) : 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int w = (64 * j + 16 * warp) % kSegW + 8 * h + gid;
+          if (w < valid)
+            store_output(y + ybase + cg * ys_c, w, ys_w, p.y_str[4], s_ow0[seg[j]],
+                         p.stride[2], p.out[2], own, acc[j][4 * pn + 2 * h + sc], bv);
+        }
+      }
+    }
+  }
+}
+
 // kSplit: float32 as split TF32 (strict float32), see implicit_gemm_fprop_sm80.cuh.
-template <typename T, int BN, int BK, bool kSplit = false>
+// kWgmma (TF32 and 16-bit types, sm_90a): the consumers run as one warpgroup on wgmma
+// (see consume_wgmma) instead of mma.sync; B tiles are packed for it
+// (pack_weight_tma_kernel).
+template <typename T, int BN, int BK, bool kSplit = false, bool kWgmma = false>
 __global__ void __launch_bounds__(kThreads, 3)
     fprop_tma_kernel(const __grid_constant__ CUtensorMap xmap, const TmaFpropParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -318,6 +614,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   __shared__ __align__(8) uint64_t empty_bar[kMaxStages];
   __shared__ int64_t s_ybase[kSegs];  // output offset of the segment's first position
   __shared__ int s_valid[kSegs];      // positions of the segment that exist (0: none)
+  __shared__ int s_ow0[kSegs];        // output W index of the segment's first position
   __shared__ int s_coord[kSegs][3];   // TMA coordinates (w, h, d) of tap 0, channel 0
   __shared__ int s_ng[kSegs];         // TMA coordinate n * groups + g
 
@@ -329,9 +626,10 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int64_t tile = bx / p.num_phases;
   const int g = blockIdx.y;
   int r[3];
+  const int wi = phase % p.w_phases;  // the block's W phase in the grid
   {
-    int ph = phase;
-    r[2] = ph % p.stride[2]; ph /= p.stride[2];
+    int ph = phase / p.w_phases;
+    r[2] = p.w_map ? p.w_owner[wi] : wi;
     r[1] = ph % p.stride[1]; ph /= p.stride[1];
     r[0] = ph;
   }
@@ -347,6 +645,12 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int64_t segs_total = int64_t(p.N) * Q[0] * Q[1] * wchunks;
   const int64_t seg0 = tile * kSegs;
   if (seg0 >= segs_total) return;  // uniform over the block
+  // Rows whose D or H phase has no tap are the bias alone: the block of the grid's first
+  // W phase writes them whole (every W output after each of its positions, and those
+  // ahead of its first), the other W phases' blocks nothing.
+  const bool bias_rows = p.bias_rows && (taps[0].count == 0 || taps[1].count == 0);
+  if (bias_rows && wi != 0) return;  // uniform over the block
+  __shared__ Owned s_own;  // the outputs it writes besides its own (see TmaFpropParams)
 
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
@@ -361,6 +665,7 @@ __global__ void __launch_bounds__(kThreads, 3)
       const int n = int(t);
       const int qw0 = wc * kSegW;
       s_valid[tid] = min(kSegW, Q[2] - qw0);
+      s_ow0[tid] = qw0 * p.stride[2] + r[2];
       s_ybase[tid] = n * p.y_str[0] + int64_t(qd * p.stride[0] + r[0]) * p.y_str[2] +
                      int64_t(qh * p.stride[1] + r[1]) * p.y_str[3] +
                      int64_t(qw0 * p.stride[2] + r[2]) * p.y_str[4];
@@ -370,6 +675,7 @@ __global__ void __launch_bounds__(kThreads, 3)
       s_ng[tid] = n * p.groups + g;
     } else {
       s_valid[tid] = 0;
+      s_ow0[tid] = 0;
       s_ybase[tid] = 0;
       s_coord[tid][0] = s_coord[tid][1] = s_coord[tid][2] = 0;
       s_ng[tid] = 0;
@@ -383,6 +689,15 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int stage_bytes = L::stage_bytes(row_bytes, p.w_taps);
   const int num_stages = p.stages;
   if (tid == 0) {
+    Owned own{0, 0};
+    if (bias_rows) {
+      own.after = p.stride[2] - 1;
+      own.before = r[2];
+    } else if (p.w_map) {
+      own.after = p.w_owned[wi];
+      own.before = wi == 0 ? r[2] : 0;
+    }
+    s_own = own;
     for (int s = 0; s < num_stages; ++s) {
       mbar_init(smem_addr(&full_bar[s]), 1);
       mbar_init(smem_addr(&empty_bar[s]), kConsumerWarps * 32);
@@ -453,6 +768,17 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 
   // ---------------- consumers ----------------
+  if constexpr (kWgmma) {
+    static_assert(!kSplit, "wgmma: TF32 and 16-bit types, not split TF32");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    consume_wgmma<T, BN, BK>(p, smem_base, seg_bytes, a_bytes, stage_bytes, num_stages,
+                             num_chunks, w_count, w_doff, full_bar, empty_bar, s_ybase,
+                             s_valid, s_ow0, s_coord, &s_own);
+#else
+    __trap();  // wgmma exists on sm_90a only: CONVT_TMA_MMA=wgmma needs an sm_90a build
+#endif
+    return;
+  } else {
   const int gid = lane / 4, tig = lane % 4;
   const int m0 = warp * 32;            // first row (position) of this warp in the tile
   const int seg = m0 / kSegW;          // the segment it lies in
@@ -564,6 +890,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   // ---- epilogue: bias, convert, store ----
   const int valid = s_valid[seg];
   if (valid <= w0) return;
+  const Owned own = s_own;
   T* y = static_cast<T*>(p.y) + s_ybase[seg];
   const int64_t ys_w = int64_t(p.stride[2]) * p.y_str[4];
   const int64_t ys_c = p.y_str[1];
@@ -583,11 +910,14 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
         for (int e0 = 0; e0 < 2; ++e0) {
           const int w = w0 + mi * 16 + gid + e0 * 8;
-          if (w < valid) yc[w * ys_w] = Elem<T>::from_float(acc[mi][ni][e0 * 2 + e1] + bv);
+          if (w < valid)
+            store_output(yc, w, ys_w, p.y_str[4], s_ow0[seg], p.stride[2], p.out[2], own,
+                         acc[mi][ni][e0 * 2 + e1], bv);
         }
       }
     }
   }
+  }  // !kWgmma
 #endif  // __CUDA_ARCH__ >= 900
 }
 
