@@ -3,7 +3,10 @@
 # Python package in turn, runs the same `convt bench` on it (which also checks every case
 # against PyTorch), and compares the runs case by case (scripts/bench_compare.py).
 #
-#   bash scripts/gpu_ab.sh [convt bench arguments] -- NAME=DIR [NAME=DIR ...]
+#   bash scripts/gpu_ab.sh [convt bench arguments] -- NAME=DIR[,VAR=VALUE...] ...
+#
+# VAR=VALUE pairs after a tree set environment variables for its bench only (e.g.
+# CONVT_TMA_MMA=wgmma); a tree named again right after itself is not installed again.
 #
 # For example, a branch against the working tree: export it first,
 #   mkdir -p ab/x && git archive exp/x | tar -x -C ab/x
@@ -24,28 +27,36 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
   shift
 done
 if [ $# -lt 2 ]; then
-  echo "usage: bash scripts/gpu_ab.sh [convt bench arguments] -- NAME=DIR [NAME=DIR ...]" >&2
+  echo "usage: bash scripts/gpu_ab.sh [convt bench arguments] -- NAME=DIR[,VAR=VALUE...] ..." >&2
   exit 2
 fi
 shift
 
 jsons=()
+installed=""
 for spec in "$@"; do
   name=${spec%%=*}
-  dir=${spec#*=}
+  rest=${spec#*=}
+  dir=${rest%%,*}
+  envs=()
+  [ "$rest" != "$dir" ] && IFS=, read -r -a envs <<<"${rest#*,}"
   if [ "$name" = "$spec" ] || [ ! -f "$dir/pyproject.toml" ]; then
-    echo "$spec: expected NAME=DIR, DIR a convt source tree" >&2
+    echo "$spec: expected NAME=DIR[,VAR=VALUE...], DIR a convt source tree" >&2
     exit 2
   fi
   t0=$(date +%s)
-  if ! (cd "$dir" && CONVT_ENABLE_CUDA=ON python3 -m pip install --no-build-isolation --no-deps .) \
-      >"$OUT/ab-$name-install.log" 2>&1; then
-    echo "$name: install failed (ab-$name-install.log)"
-    tail -n 20 "$OUT/ab-$name-install.log"
-    continue
+  if [ "$dir" != "$installed" ]; then
+    installed=""
+    if ! (cd "$dir" && CONVT_ENABLE_CUDA=ON python3 -m pip install --no-build-isolation --no-deps .) \
+        >"$OUT/ab-$name-install.log" 2>&1; then
+      echo "$name: install failed (ab-$name-install.log)"
+      tail -n 20 "$OUT/ab-$name-install.log"
+      continue
+    fi
+    installed=$dir
   fi
   t1=$(date +%s)
-  python3 -m convt bench "${bench_args[@]}" --json "$OUT/bench-$name.json" -q \
+  env "${envs[@]}" python3 -m convt bench "${bench_args[@]}" --json "$OUT/bench-$name.json" -q \
     >"$OUT/ab-$name-bench.log" 2>&1
   rc=$?
   echo "$name: install $((t1 - t0))s, bench rc=$rc $(($(date +%s) - t1))s"
