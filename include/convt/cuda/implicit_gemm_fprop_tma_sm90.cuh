@@ -40,7 +40,7 @@
 //  - A (input): element (c, w) of tap j's window is at c*row_bytes + (w + col_j)*sizeof(T)
 //    bytes, row_bytes = 16 (mod 32). TF32: the MMA's k index t (0..3) maps to channel 2t
 //    and t+4 to channel 2t+1 of the 8-channel step (B is packed in the same order), so a
-//    warp's 32 loads hit banks 8t + g + const (mod 32): no conflicts. Values are rounded to TF32 (cvt.rna) after the load, or,
+//    warp's 32 loads hit banks 8t + g + const (mod 32): no conflicts. Values are rounded to TF32 (to_tf32) after the load, or,
 //    for strict float32 (kSplit), split into two TF32 values (3xTF32, like B).
 //    FP16/BF16: each A register pairs two channels of one position, two 16-bit loads
 //    (banks 8t + g/2 + const); the windows' shifts rule out ldmatrix.
