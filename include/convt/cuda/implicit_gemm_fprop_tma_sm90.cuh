@@ -446,9 +446,14 @@ __device__ __forceinline__ void store_output(T* yc, int w, int64_t ys_w, int64_t
   if ((own.after | own.before) != 0) {
     const T b = Elem<T>::from_float(bv);
     const int o = ow0 + w * stride_w;
+    // Not unrolled: the epilogue inlines this for each of a thread's 16 to 64 outputs,
+    // and unrolled loops made it thousands of stores of code.
+#pragma unroll 1
     for (int j = 1; j <= own.after && o + j < out_w; ++j) at[j * yw] = b;
-    if (o == own.before)  // the row's first position: outputs 0 .. o - 1 have no owner before
+    if (o == own.before) {  // the row's first position: outputs 0 .. o - 1 have no owner before
+#pragma unroll 1
       for (int j = 1; j <= own.before; ++j) at[-j * yw] = b;
+    }
   }
 }
 
