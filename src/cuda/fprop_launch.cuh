@@ -284,3 +284,15 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
 
 }  // namespace cuda
 }  // namespace convt
+
+// The explicit instantiations of one translation unit (fprop_launch_*.cu), in namespace
+// convt::cuda.
+#define CONVT_INSTANTIATE_FPROP_LAUNCHES(T, kSplit)                                        \
+  template void launch_fprop_tma<T, kSplit>(const ImplicitGemmFpropPlan&, const Problem&,  \
+                                            const CUtensorMap&, const TensorRef&,          \
+                                            const TensorRef*, const TensorRef&,            \
+                                            const ExecOptions&, int);                      \
+  template void launch_fprop_mma<T, kSplit>(const ImplicitGemmFpropPlan&, const Problem&,  \
+                                            const TensorRef&, const TensorRef&,            \
+                                            const TensorRef*, const TensorRef&,            \
+                                            const ExecOptions&)

@@ -4,14 +4,7 @@
 namespace convt {
 namespace cuda {
 
-template void launch_fprop_tma<__nv_bfloat16, false>(const ImplicitGemmFpropPlan&, const Problem&,
-                                              const CUtensorMap&, const TensorRef&,
-                                              const TensorRef*, const TensorRef&,
-                                              const ExecOptions&, int);
-template void launch_fprop_mma<__nv_bfloat16, false>(const ImplicitGemmFpropPlan&, const Problem&,
-                                              const TensorRef&, const TensorRef&,
-                                              const TensorRef*, const TensorRef&,
-                                              const ExecOptions&);
+CONVT_INSTANTIATE_FPROP_LAUNCHES(__nv_bfloat16, false);
 
 }  // namespace cuda
 }  // namespace convt

@@ -4,14 +4,7 @@
 namespace convt {
 namespace cuda {
 
-template void launch_fprop_tma<__half, false>(const ImplicitGemmFpropPlan&, const Problem&,
-                                              const CUtensorMap&, const TensorRef&,
-                                              const TensorRef*, const TensorRef&,
-                                              const ExecOptions&, int);
-template void launch_fprop_mma<__half, false>(const ImplicitGemmFpropPlan&, const Problem&,
-                                              const TensorRef&, const TensorRef&,
-                                              const TensorRef*, const TensorRef&,
-                                              const ExecOptions&);
+CONVT_INSTANTIATE_FPROP_LAUNCHES(__half, false);
 
 }  // namespace cuda
 }  // namespace convt

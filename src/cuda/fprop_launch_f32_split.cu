@@ -4,14 +4,7 @@
 namespace convt {
 namespace cuda {
 
-template void launch_fprop_tma<float, true>(const ImplicitGemmFpropPlan&, const Problem&,
-                                              const CUtensorMap&, const TensorRef&,
-                                              const TensorRef*, const TensorRef&,
-                                              const ExecOptions&, int);
-template void launch_fprop_mma<float, true>(const ImplicitGemmFpropPlan&, const Problem&,
-                                              const TensorRef&, const TensorRef&,
-                                              const TensorRef*, const TensorRef&,
-                                              const ExecOptions&);
+CONVT_INSTANTIATE_FPROP_LAUNCHES(float, true);
 
 }  // namespace cuda
 }  // namespace convt

@@ -4,14 +4,7 @@
 namespace convt {
 namespace cuda {
 
-template void launch_fprop_tma<float, false>(const ImplicitGemmFpropPlan&, const Problem&,
-                                              const CUtensorMap&, const TensorRef&,
-                                              const TensorRef*, const TensorRef&,
-                                              const ExecOptions&, int);
-template void launch_fprop_mma<float, false>(const ImplicitGemmFpropPlan&, const Problem&,
-                                              const TensorRef&, const TensorRef&,
-                                              const TensorRef*, const TensorRef&,
-                                              const ExecOptions&);
+CONVT_INSTANTIATE_FPROP_LAUNCHES(float, false);
 
 int tma_kernel_binary_version() {
   cudaFuncAttributes attr{};
