@@ -14,7 +14,8 @@
 #   bash scripts/gpu_check.sh install owners   # tap-less W phases by their owners, on and off
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
-# bf16 forward, 10 runs a side; CONVT_FORWARD_KERNEL picks a kernel), ncu (Nsight Compute
+# bf16 forward, 10 runs a side, compared case by case with BENCH_BASELINE, by default
+# docs/data/h200-2026-11-21-fwd.json; CONVT_FORWARD_KERNEL picks a kernel), ncu (Nsight Compute
 # on one forward: NCU_CASE, default "kb57 --dtype bf16 --batch 2").
 #
 # PACK_LOGS=1 packs the step logs into $OUT/logs.tar.gz at the end.
@@ -100,6 +101,13 @@ if has bench-fwd; then
   step bench-fwd python3 -m convt bench --dtype fp32,bf16 --math default --reps 10 --warmup 2 \
     --json "$OUT/bench-fwd.json" -q
   grep -E "geomean" "$OUT/bench-fwd.log" | tee -a "$SUMMARY"
+  # Case by case against the recorded run of the forward kernels (BENCH_BASELINE; compare
+  # like with like: the same GPU model).
+  BASELINE=${BENCH_BASELINE:-docs/data/h200-2026-11-21-fwd.json}
+  if [ -f "$BASELINE" ] && [ -f "$OUT/bench-fwd.json" ]; then
+    python3 scripts/bench_compare.py "$BASELINE" "$OUT/bench-fwd.json" | tee "$OUT/bench-fwd-compare.txt" |
+      grep -E "geomean" | tee -a "$SUMMARY"
+  fi
 fi
 if has ncu; then
   step ncu ncu --clock-control none --kernel-name regex:fprop --launch-skip 1 --launch-count 1 \
