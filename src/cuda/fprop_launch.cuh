@@ -237,8 +237,10 @@ void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUten
     const int s = L::stages(fp.row_bytes, fp.w_taps, std::min(budget_kb * 1024, L::kBudget));
     if (s >= 2) fp.stages = s;
   }
+  // The stages, which the mma.sync epilogue reuses to stage its accumulators, + alignment.
   const std::size_t smem =
-      std::size_t(fp.stages) * L::stage_bytes(fp.row_bytes, fp.w_taps) + 128;  // + alignment
+      std::max<std::size_t>(std::size_t(fp.stages) * L::stage_bytes(fp.row_bytes, fp.w_taps),
+                            kWgmma ? 0 : L::kEpiBytes) + 128;
   static std::atomic<uint64_t> smem_set{0};
   allow_smem(fprop_tma_kernel<T, BN, BK, kSplit, kWgmma>, L::kBytes, device, smem_set);
   fprop_tma_kernel<T, BN, BK, kSplit, kWgmma><<<grid, kThreads, smem, opt.stream>>>(map, fp);
