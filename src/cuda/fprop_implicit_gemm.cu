@@ -14,91 +14,11 @@
 #include "convt/cuda/implicit_gemm_fprop_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_tma_sm90.cuh"
 #include "cuda_util.hpp"
+#include "fprop_launch.hpp"
 #include "log.hpp"
 
 namespace convt {
 namespace cuda {
-
-namespace {
-
-int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
-
-// Dynamic shared memory the halo kernel may use: what lets two blocks share a multiprocessor.
-// Its size varies with the problem, so each kernel is opted in to this bound once.
-constexpr std::size_t kHaloSmemLimit = 100 * 1024;
-
-// Opts `kernel` into `bytes` of dynamic shared memory on `device`, once per device.
-// `done` must be a flag set owned by this one kernel.
-template <typename Kernel>
-void allow_smem(Kernel kernel, std::size_t bytes, int device, std::atomic<uint64_t>& done) {
-  const uint64_t bit = uint64_t(1) << (device & 63);
-  if (done.load(std::memory_order_relaxed) & bit) return;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(bytes)),
-             "cudaFuncSetAttribute");
-  done.fetch_or(bit, std::memory_order_relaxed);
-}
-
-// Largest element offset of a tensor, plus one.
-int64_t span(const TensorRef& t) {
-  int64_t s = 1;
-  for (int d = 0; d < t.rank; ++d) s += (t.sizes[d] - 1) * t.strides[d];
-  return s;
-}
-
-// Packs the weight into the workspace (Wp[g][kd][kh][kw][ci][co], see the kernel header).
-template <typename T, bool kSplit>
-void pack_weight(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& w,
-                 const ExecOptions& opt) {
-  using namespace igemm;
-  PackParams pk{};
-  pk.w = w.data;
-  pk.wp = opt.workspace;
-  pk.cig = p.in_channels_per_group();
-  pk.cog = p.out_channels_per_group();
-  pk.groups = p.groups;
-  pk.cig_pad = plan.cig_pad;
-  pk.cog_pad = plan.cog_pad;
-  for (int d = 0; d < 3; ++d) pk.k[d] = p.kernel_size[d];
-  for (int d = 0; d < 5; ++d) pk.w_str[d] = w.strides[d];
-  const int64_t packed = packed_weight_elems(pk);
-  const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
-  pack_weight_kernel<T, kSplit><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
-  check_cuda(cudaGetLastError(), "pack_weight_kernel launch");
-}
-
-igemm::FpropParams fprop_params(const ImplicitGemmFpropPlan& plan, const Problem& p,
-                                const TensorRef& x, const TensorRef* b, const TensorRef& y,
-                                const ExecOptions& opt) {
-  igemm::FpropParams fp{};
-  fp.x = x.data;
-  fp.wp = opt.workspace;
-  fp.bias = b ? b->data : nullptr;
-  fp.b_str = b ? b->strides[0] : 0;
-  fp.y = y.data;
-  fp.N = p.batch;
-  fp.cig = p.in_channels_per_group();
-  fp.cog = p.out_channels_per_group();
-  fp.groups = p.groups;
-  fp.cig_pad = plan.cig_pad;
-  fp.cog_pad = plan.cog_pad;
-  const Dims out = p.output_sizes();
-  for (int d = 0; d < 3; ++d) {
-    fp.in[d] = p.input_size[d];
-    fp.out[d] = out[d];
-    fp.k[d] = p.kernel_size[d];
-    fp.stride[d] = p.stride[d];
-    fp.pad[d] = p.padding[d];
-    fp.dil[d] = p.dilation[d];
-  }
-  for (int d = 0; d < 5; ++d) {
-    fp.x_str[d] = x.strides[d];
-    fp.y_str[d] = y.strides[d];
-  }
-  fp.num_phases = p.stride[0] * p.stride[1] * p.stride[2];
-  fp.co_tiles = plan.cog_pad / igemm::kBlockM;
-  return fp;
-}
 
 // Output positions of the largest phase (phase 0) along each dimension.
 Dims phase0_positions(const Problem& p) {
@@ -108,79 +28,40 @@ Dims phase0_positions(const Problem& p) {
   return q;
 }
 
-template <typename T, int BK, typename Index, bool kSplit>
-void launch_gather(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
-                   const TensorRef* b, const TensorRef& y, const ExecOptions& opt, int device) {
-  using namespace igemm;
-  const FpropParams fp = fprop_params(plan, p, x, b, y, opt);
-  const Dims q = phase0_positions(p);
-  const int64_t ptiles = (p.batch * q[0] * q[1] * q[2] + kBlockN - 1) / kBlockN;
-  const dim3 grid(static_cast<unsigned>(ptiles * fp.num_phases),
-                  static_cast<unsigned>(p.groups * fp.co_tiles));
-  const std::size_t smem = SmemLayout<T, BK>::kBytes;
-  static std::atomic<uint64_t> smem_set{0};  // one flag set per kernel instantiation
-  allow_smem(fprop_kernel<T, BK, Index, kSplit>, smem, device, smem_set);
-  fprop_kernel<T, BK, Index, kSplit><<<grid, kThreads, smem, opt.stream>>>(fp);
-  check_cuda(cudaGetLastError(), "implicit-GEMM forward launch");
+// CONVT_TMA_MMA=wgmma runs the TMA kernel on wgmma instead of mma.sync, split TF32
+// (strict float32) excepted (read at every call, so that tests can switch it).
+bool tma_wgmma_requested() {
+  const char* v = std::getenv("CONVT_TMA_MMA");
+  return v != nullptr && std::string(v) == "wgmma";
 }
 
-template <typename T, int BK, typename Index, bool kSplit>
-void launch_halo(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
-                 const TensorRef* b, const TensorRef& y, const ExecOptions& opt, int device) {
-  using namespace igemm;
-  HaloParams hp{};
-  hp.f = fprop_params(plan, p, x, b, y, opt);
-  const Dims q = phase0_positions(p);
-  hp.wt = plan.wt;
-  hp.rows = plan.rows;
-  hp.tw_max = plan.tw_max;
-  hp.strip_rows_max = plan.strip_rows;
-  hp.col_segs = static_cast<int>((q[2] + plan.wt - 1) / plan.wt);
-  const int64_t rows = p.batch * q[0] * q[1];
-  hp.row_groups = static_cast<int>((rows + plan.rows - 1) / plan.rows);
-  const dim3 grid(static_cast<unsigned>(int64_t(hp.row_groups) * hp.col_segs * hp.f.num_phases),
-                  static_cast<unsigned>(p.groups * hp.f.co_tiles));
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem(fprop_halo_kernel<T, BK, Index, kSplit>, kHaloSmemLimit, device, smem_set);
-  fprop_halo_kernel<T, BK, Index, kSplit><<<grid, kThreads, plan.smem_bytes, opt.stream>>>(hp);
-  check_cuda(cudaGetLastError(), "implicit-GEMM (halo) forward launch");
+// The W phases of the TMA kernel's grid, into its parameters (see tma_w_phases).
+// By default every W phase runs, tap-less ones writing their bias by W phase.
+// CONVT_TMA_W_OWNERS=1 (read at every call, so that tests can switch it) runs only the W
+// phases with taps, each writing the tap-less outputs after its own, and writes rows whose
+// D or H phase has no tap whole from one block: measured slower on an H200 (kb77, kb79 and
+// kb81 about 2x, docs/kernels.md), so it is off unless asked for.
+bool tma_w_owners_requested() {
+  const char* v = std::getenv("CONVT_TMA_W_OWNERS");
+  return v != nullptr && std::string(v) == "1";
 }
 
-template <typename T, int BK, bool kSplit>
-void launch_bk_index(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
-                     const TensorRef* b, const TensorRef& y, const ExecOptions& opt, int device) {
-  const bool small = std::max(span(x), span(y)) < (int64_t(1) << 31);
-  const bool halo = plan.kind == ImplicitGemmFpropPlan::Kind::kHalo;  // TF32 halo: BK = 16
-  if constexpr (sizeof(T) == 4 && BK == 32) {
-    if (small)
-      launch_gather<T, BK, int, kSplit>(plan, p, x, b, y, opt, device);
-    else
-      launch_gather<T, BK, int64_t, kSplit>(plan, p, x, b, y, opt, device);
-  } else if (small) {
-    if (halo)
-      launch_halo<T, BK, int, kSplit>(plan, p, x, b, y, opt, device);
-    else
-      launch_gather<T, BK, int, kSplit>(plan, p, x, b, y, opt, device);
-  } else {
-    if (halo)
-      launch_halo<T, BK, int64_t, kSplit>(plan, p, x, b, y, opt, device);
-    else
-      launch_gather<T, BK, int64_t, kSplit>(plan, p, x, b, y, opt, device);
+void set_w_owners(tma::TmaFpropParams& fp) {
+  const bool on = tma_w_owners_requested();
+  const TmaWPhases w = on ? tma_w_phases(fp.stride[2], fp.pad[2], fp.dil[2], fp.k[2], fp.out[2])
+                          : TmaWPhases{false, fp.stride[2], {}, {}};
+  fp.w_map = w.map ? 1 : 0;
+  fp.bias_rows = on ? 1 : 0;
+  fp.w_phases = w.phases;
+  for (int i = 0; i < kTmaMaxWPhases; ++i) {
+    fp.w_owner[i] = w.owner[i];
+    fp.w_owned[i] = w.owned[i];
   }
 }
 
-template <typename T, bool kSplit = false>
-void launch_bk(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
-               const TensorRef& w, const TensorRef* b, const TensorRef& y,
-               const ExecOptions& opt) {
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  pack_weight<T, kSplit>(plan, p, w, opt);
-  if (plan.block_k == 32)
-    launch_bk_index<T, 32, kSplit>(plan, p, x, b, y, opt, device);
-  else
-    launch_bk_index<T, 16, kSplit>(plan, p, x, b, y, opt, device);
-}
+namespace {
+
+int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
 // ---------------------------------------------------------------------------------------
 // The TMA-fed kernel (convt/cuda/implicit_gemm_fprop_tma_sm90.cuh)
@@ -223,9 +104,7 @@ bool tma_supported(int device) {
     bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
                   cudaSuccess &&
               major >= 9;
-    cudaFuncAttributes attr{};
-    ok = ok && cudaFuncGetAttributes(&attr, tma::fprop_tma_kernel<float, 64, 32>) == cudaSuccess &&
-         attr.binaryVersion >= 90;
+    ok = ok && tma_kernel_binary_version() >= 90;
     ok = ok && encode_tiled_fn() != nullptr;
     (void)cudaGetLastError();
     v = ok ? 1 : 2;
@@ -286,133 +165,6 @@ bool make_x_tensor_map(CUtensorMap* map, const Problem& p, const TensorRef& x, i
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return no("cuTensorMapEncodeTiled rejected the input layout");
   return true;
-}
-
-// The W phases of the TMA kernel's grid, into its parameters (see tma_w_phases).
-// By default every W phase runs, tap-less ones writing their bias by W phase.
-// CONVT_TMA_W_OWNERS=1 (read at every call, so that tests can switch it) runs only the W
-// phases with taps, each writing the tap-less outputs after its own, and writes rows whose
-// D or H phase has no tap whole from one block: measured slower on an H200 (kb77, kb79 and
-// kb81 about 2x, docs/kernels.md), so it is off unless asked for.
-bool tma_w_owners_requested() {
-  const char* v = std::getenv("CONVT_TMA_W_OWNERS");
-  return v != nullptr && std::string(v) == "1";
-}
-
-void set_w_owners(tma::TmaFpropParams& fp) {
-  const bool on = tma_w_owners_requested();
-  const TmaWPhases w = on ? tma_w_phases(fp.stride[2], fp.pad[2], fp.dil[2], fp.k[2], fp.out[2])
-                          : TmaWPhases{false, fp.stride[2], {}, {}};
-  fp.w_map = w.map ? 1 : 0;
-  fp.bias_rows = on ? 1 : 0;
-  fp.w_phases = w.phases;
-  for (int i = 0; i < kTmaMaxWPhases; ++i) {
-    fp.w_owner[i] = w.owner[i];
-    fp.w_owned[i] = w.owned[i];
-  }
-}
-
-template <typename T, int BN, int BK, bool kSplit, bool kWgmma = false>
-void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUtensorMap& map,
-                const TensorRef& w, const TensorRef* b, const TensorRef& y,
-                const ExecOptions& opt, int device) {
-  using namespace tma;
-  const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
-  TmaPackParams pk{};
-  pk.w = w.data;
-  pk.wp = opt.workspace;
-  for (int d = 0; d < 5; ++d) pk.w_str[d] = w.strides[d];
-  pk.cig = int(cig);
-  pk.cog = int(cog);
-  pk.groups = int(p.groups);
-  pk.ci_chunks = int((cig + BK - 1) / BK);
-  pk.co_tiles = int((cog + BN - 1) / BN);
-  for (int d = 0; d < 3; ++d) pk.k[d] = int(p.kernel_size[d]);
-  const int64_t packed = tma_packed_weight_elems(pk, BN, BK);
-  const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
-  pack_weight_tma_kernel<T, BN, BK, kSplit, kWgmma><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
-  check_cuda(cudaGetLastError(), "pack_weight_tma_kernel launch");
-
-  TmaFpropParams fp{};
-  fp.wp = opt.workspace;
-  fp.bias = b ? b->data : nullptr;
-  fp.b_str = b ? b->strides[0] : 0;
-  fp.y = y.data;
-  for (int d = 0; d < 5; ++d) fp.y_str[d] = y.strides[d];
-  fp.N = int(p.batch);
-  fp.cig = pk.cig;
-  fp.cog = pk.cog;
-  fp.groups = pk.groups;
-  fp.ci_chunks = pk.ci_chunks;
-  fp.co_tiles = pk.co_tiles;
-  const Dims out = p.output_sizes();
-  int64_t phases = 1;
-  for (int d = 0; d < 3; ++d) {
-    fp.out[d] = int(out[d]);
-    fp.k[d] = int(p.kernel_size[d]);
-    fp.stride[d] = int(p.stride[d]);
-    fp.pad[d] = int(p.padding[d]);
-    fp.dil[d] = int(p.dilation[d]);
-    phases *= p.stride[d];
-  }
-  set_w_owners(fp);
-  phases = phases / fp.stride[2] * fp.w_phases;
-  fp.num_phases = int(phases);
-  fp.row_bytes = plan.tma_row_bytes;
-  fp.w_taps = plan.tma_w_taps;
-  const Dims q = phase0_positions(p);
-  const int64_t segs = p.batch * q[0] * q[1] * ((q[2] + Seg<T>::kW - 1) / Seg<T>::kW);
-  const int64_t tiles = (segs + Seg<T>::kCount - 1) / Seg<T>::kCount;
-  const dim3 grid(static_cast<unsigned>(tiles * phases * fp.co_tiles),
-                  static_cast<unsigned>(p.groups));
-  // The kernel's stages (as many as fit in the budget, at most kMaxStages) and no more:
-  // small stages leave room for more blocks per multiprocessor.
-  using L = Smem<T, BN, BK>;
-  fp.stages = L::launch_stages(fp.row_bytes, fp.w_taps);
-  // CONVT_TMA_SMEM_KB=n: a stage budget of n KB (at most 104) where it leaves two stages,
-  // for measuring pipeline depth against blocks per multiprocessor.
-  static const int budget_kb = [] {
-    const char* v = std::getenv("CONVT_TMA_SMEM_KB");
-    return v ? std::atoi(v) : 0;
-  }();
-  if (budget_kb > 0) {
-    const int s = L::stages(fp.row_bytes, fp.w_taps, std::min(budget_kb * 1024, L::kBudget));
-    if (s >= 2) fp.stages = s;
-  }
-  const std::size_t smem =
-      std::size_t(fp.stages) * L::stage_bytes(fp.row_bytes, fp.w_taps) + 128;  // + alignment
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem(fprop_tma_kernel<T, BN, BK, kSplit, kWgmma>, L::kBytes, device, smem_set);
-  fprop_tma_kernel<T, BN, BK, kSplit, kWgmma><<<grid, kThreads, smem, opt.stream>>>(map, fp);
-  check_cuda(cudaGetLastError(), "implicit-GEMM (TMA) forward launch");
-}
-
-// CONVT_TMA_MMA=wgmma runs the TMA kernel on wgmma instead of mma.sync, split TF32
-// (strict float32) excepted (read at every call, so that tests can switch it).
-bool tma_wgmma_requested() {
-  const char* v = std::getenv("CONVT_TMA_MMA");
-  return v != nullptr && std::string(v) == "wgmma";
-}
-
-template <typename T, bool kSplit = false>
-void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
-                     const CUtensorMap& map, const TensorRef& w, const TensorRef* b,
-                     const TensorRef& y, const ExecOptions& opt, int device) {
-  const int bn = plan.tma_bn, bk = plan.tma_bk;
-  if constexpr (kSplit) {  // the planner gives split TF32 the 32-channel tile only
-    if (bk == 16) launch_tma<T, 32, 16, true>(plan, p, map, w, b, y, opt, device);
-    else launch_tma<T, 32, 32, true>(plan, p, map, w, b, y, opt, device);
-  } else if (tma_wgmma_requested()) {
-    if (bn == 32 && bk == 16) launch_tma<T, 32, 16, false, true>(plan, p, map, w, b, y, opt, device);
-    else if (bn == 32) launch_tma<T, 32, 32, false, true>(plan, p, map, w, b, y, opt, device);
-    else if (bk == 16) launch_tma<T, 64, 16, false, true>(plan, p, map, w, b, y, opt, device);
-    else launch_tma<T, 64, 32, false, true>(plan, p, map, w, b, y, opt, device);
-  } else {
-    if (bn == 32 && bk == 16) launch_tma<T, 32, 16, false>(plan, p, map, w, b, y, opt, device);
-    else if (bn == 32) launch_tma<T, 32, 32, false>(plan, p, map, w, b, y, opt, device);
-    else if (bk == 16) launch_tma<T, 64, 16, false>(plan, p, map, w, b, y, opt, device);
-    else launch_tma<T, 64, 32, false>(plan, p, map, w, b, y, opt, device);
-  }
 }
 
 // Stages of the TMA kernel's pipeline for a tile, box row and W taps (see tma::Smem).
@@ -755,15 +507,15 @@ std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Pro
     switch (p.dtype) {
       case DType::kFloat32:
         if (plan.split)
-          launch_tma_tile<float, true>(plan, p, map, w, b, y, opt, device);
+          launch_fprop_tma<float, true>(plan, p, map, w, b, y, opt, device);
         else
-          launch_tma_tile<float>(plan, p, map, w, b, y, opt, device);
+          launch_fprop_tma<float, false>(plan, p, map, w, b, y, opt, device);
         break;
       case DType::kFloat16:
-        launch_tma_tile<__half>(plan, p, map, w, b, y, opt, device);
+        launch_fprop_tma<__half, false>(plan, p, map, w, b, y, opt, device);
         break;
       case DType::kBFloat16:
-        launch_tma_tile<__nv_bfloat16>(plan, p, map, w, b, y, opt, device);
+        launch_fprop_tma<__nv_bfloat16, false>(plan, p, map, w, b, y, opt, device);
         break;
       default: throw Error("convt: implicit-GEMM forward called for an unsupported dtype");
     }
@@ -772,12 +524,12 @@ std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Pro
   switch (p.dtype) {
     case DType::kFloat32:
       if (plan.split)
-        launch_bk<float, true>(plan, p, x, w, b, y, opt);
+        launch_fprop_mma<float, true>(plan, p, x, w, b, y, opt);
       else
-        launch_bk<float>(plan, p, x, w, b, y, opt);
+        launch_fprop_mma<float, false>(plan, p, x, w, b, y, opt);
       break;
-    case DType::kFloat16: launch_bk<__half>(plan, p, x, w, b, y, opt); break;
-    case DType::kBFloat16: launch_bk<__nv_bfloat16>(plan, p, x, w, b, y, opt); break;
+    case DType::kFloat16: launch_fprop_mma<__half, false>(plan, p, x, w, b, y, opt); break;
+    case DType::kBFloat16: launch_fprop_mma<__nv_bfloat16, false>(plan, p, x, w, b, y, opt); break;
     default: throw Error("convt: implicit-GEMM forward called for an unsupported dtype");
   }
   return describe ? describe_fallback(plan, why) : std::string();

@@ -105,9 +105,17 @@ struct Elem<__nv_bfloat16> {
   __device__ static __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
 };
 
+// float -> TF32 (in float32's bit layout, the low 13 mantissa bits zero), rounded to
+// nearest. sm_90 has this as one instruction (F2FP.TF32) for round-to-nearest-even, where
+// the sm_80 form, ties away from zero, takes three dependent ones (a compare, a predicated
+// add, a mask) in every A fragment load; the two differ only on exact ties.
 __device__ __forceinline__ uint32_t to_tf32(float v) {
   uint32_t r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+#else
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+#endif
   return r;
 }
 

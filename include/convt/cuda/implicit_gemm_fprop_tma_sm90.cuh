@@ -40,7 +40,7 @@
 //  - A (input): element (c, w) of tap j's window is at c*row_bytes + (w + col_j)*sizeof(T)
 //    bytes, row_bytes = 16 (mod 32). TF32: the MMA's k index t (0..3) maps to channel 2t
 //    and t+4 to channel 2t+1 of the 8-channel step (B is packed in the same order), so a
-//    warp's 32 loads hit banks 8t + g + const (mod 32): no conflicts. Values are rounded to TF32 (cvt.rna) after the load, or,
+//    warp's 32 loads hit banks 8t + g + const (mod 32): no conflicts. Values are rounded to TF32 (to_tf32) after the load, or,
 //    for strict float32 (kSplit), split into two TF32 values (3xTF32, like B).
 //    FP16/BF16: each A register pairs two channels of one position, two 16-bit loads
 //    (banks 8t + g/2 + const); the windows' shifts rule out ldmatrix.
@@ -115,6 +115,11 @@ struct Smem {
   static constexpr int kBudget = 104 * 1024;                 // two blocks per multiprocessor
   static constexpr size_t kBytes = size_t(kBudget) + 128;   // the most a launch asks for
   static_assert(kBBytes % 128 == 0, "128-byte aligned tiles");
+  // The mma.sync epilogue stages each consumer warp's 32 x BN accumulators through shared
+  // memory (in the stages' space, once they are consumed): channel rows of kEpiStride
+  // floats, 36 = 4 (mod 32), so that the fragment writes hit 32 distinct banks.
+  static constexpr int kEpiStride = 36;
+  static constexpr int kEpiBytes = kConsumerWarps * BN * kEpiStride * 4;
   __host__ __device__ static constexpr int seg_bytes(int row_bytes) { return BK * row_bytes; }
   __host__ __device__ static constexpr int a_bytes(int row_bytes) {
     return Seg<T>::kCount * seg_bytes(row_bytes);
@@ -324,6 +329,11 @@ __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
   return v;
 }
 
+// The four consumer warps (named barrier 1; the producer warp does not take part).
+__device__ __forceinline__ void consumers_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerWarps * 32) : "memory");
+}
+
 __device__ __forceinline__ uint32_t lds16(uint32_t addr) {
   unsigned short v;
   asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(addr));
@@ -446,9 +456,14 @@ __device__ __forceinline__ void store_output(T* yc, int w, int64_t ys_w, int64_t
   if ((own.after | own.before) != 0) {
     const T b = Elem<T>::from_float(bv);
     const int o = ow0 + w * stride_w;
+    // Not unrolled: the epilogue inlines this for each of a thread's 16 to 64 outputs,
+    // and unrolled loops made it thousands of stores of code.
+#pragma unroll 1
     for (int j = 1; j <= own.after && o + j < out_w; ++j) at[j * yw] = b;
-    if (o == own.before)  // the row's first position: outputs 0 .. o - 1 have no owner before
+    if (o == own.before) {  // the row's first position: outputs 0 .. o - 1 have no owner before
+#pragma unroll 1
       for (int j = 1; j <= own.before; ++j) at[-j * yw] = b;
+    }
   }
 }
 
@@ -888,6 +903,9 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 
   // ---- epilogue: bias, convert, store ----
+  // Every consumer is done with the stages (the producer too: every stage it filled has
+  // been waited for), so their space holds the staged accumulators below.
+  consumers_sync();
   const int valid = s_valid[seg];
   if (valid <= w0) return;
   const Owned own = s_own;
@@ -896,6 +914,44 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int64_t ys_c = p.y_str[1];
   const T* bias = static_cast<const T*>(p.bias);
   const int co_base = cot * BN;
+  if ((own.after | own.before) == 0) {
+    // Staged: the warp's 32 positions x BN channels into its rows of shared memory, then
+    // per channel one store of the 32 positions, consecutive lanes at consecutive
+    // positions (one run of 32 elements of an output row where the W stride is 1, instead
+    // of eight-element pieces of four rows per store).
+    float* stg = reinterpret_cast<float*>(smem_raw + (smem_base - smem_addr(smem_raw))) +
+                 warp * BN * L::kEpiStride;
+#pragma unroll
+    for (int ni = 0; ni < kNi; ++ni)
+#pragma unroll
+      for (int e1 = 0; e1 < 2; ++e1)
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+          for (int e0 = 0; e0 < 2; ++e0)
+            stg[(ni * 8 + 2 * tig + e1) * L::kEpiStride + mi * 16 + gid + e0 * 8] =
+                acc[mi][ni][e0 * 2 + e1];
+    __syncwarp();
+    // Lane l holds the bias of channels l and l + 32 of the tile, shuffled out per channel.
+    static_assert(BN <= 64, "two bias registers per lane");
+    const int64_t cg0 = int64_t(g) * p.cog + co_base;
+    float bl[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int c = i * 32 + lane;
+      bl[i] = bias && c < BN && co_base + c < p.cog ? Elem<T>::to_float(bias[(cg0 + c) * p.b_str])
+                                                    : 0.f;
+    }
+    const int w = w0 + lane;
+    T* yw = y + cg0 * ys_c + w * ys_w;
+    const int n_co = min(BN, p.cog - co_base);
+#pragma unroll 4
+    for (int c = 0; c < n_co; ++c) {
+      const float bv = __shfl_sync(0xffffffffu, c < 32 ? bl[0] : bl[1], c % 32);
+      if (w < valid) yw[c * ys_c] = Elem<T>::from_float(stg[c * L::kEpiStride + lane] + bv);
+    }
+    return;
+  }
 #pragma unroll
   for (int ni = 0; ni < kNi; ++ni) {
 #pragma unroll

@@ -1,0 +1,300 @@
+// Definitions of the launches declared in fprop_launch.hpp, for the translation units
+// that instantiate them (fprop_launch_*.cu): weight packing, launch parameters, grids,
+// shared-memory opt-ins, and the choice among a kernel's compiled tiles.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "convt/cuda/implicit_gemm_fprop_halo_sm80.cuh"
+#include "convt/cuda/implicit_gemm_fprop_sm80.cuh"
+#include "convt/cuda/implicit_gemm_fprop_tma_sm90.cuh"
+#include "cuda_util.hpp"
+#include "fprop_launch.hpp"
+
+namespace convt {
+namespace cuda {
+namespace fprop_detail {
+
+// Opts `kernel` into `bytes` of dynamic shared memory on `device`, once per device.
+// `done` must be a flag set owned by this one kernel.
+template <typename Kernel>
+void allow_smem(Kernel kernel, std::size_t bytes, int device, std::atomic<uint64_t>& done) {
+  const uint64_t bit = uint64_t(1) << (device & 63);
+  if (done.load(std::memory_order_relaxed) & bit) return;
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(bytes)),
+             "cudaFuncSetAttribute");
+  done.fetch_or(bit, std::memory_order_relaxed);
+}
+
+// Largest element offset of a tensor, plus one.
+inline int64_t span(const TensorRef& t) {
+  int64_t s = 1;
+  for (int d = 0; d < t.rank; ++d) s += (t.sizes[d] - 1) * t.strides[d];
+  return s;
+}
+
+// Packs the weight into the workspace (Wp[g][kd][kh][kw][ci][co], see the kernel header).
+template <typename T, bool kSplit>
+void pack_weight(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& w,
+                 const ExecOptions& opt) {
+  using namespace igemm;
+  PackParams pk{};
+  pk.w = w.data;
+  pk.wp = opt.workspace;
+  pk.cig = p.in_channels_per_group();
+  pk.cog = p.out_channels_per_group();
+  pk.groups = p.groups;
+  pk.cig_pad = plan.cig_pad;
+  pk.cog_pad = plan.cog_pad;
+  for (int d = 0; d < 3; ++d) pk.k[d] = p.kernel_size[d];
+  for (int d = 0; d < 5; ++d) pk.w_str[d] = w.strides[d];
+  const int64_t packed = packed_weight_elems(pk);
+  const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
+  pack_weight_kernel<T, kSplit><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
+  check_cuda(cudaGetLastError(), "pack_weight_kernel launch");
+}
+
+inline igemm::FpropParams fprop_params(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                                const TensorRef& x, const TensorRef* b, const TensorRef& y,
+                                const ExecOptions& opt) {
+  igemm::FpropParams fp{};
+  fp.x = x.data;
+  fp.wp = opt.workspace;
+  fp.bias = b ? b->data : nullptr;
+  fp.b_str = b ? b->strides[0] : 0;
+  fp.y = y.data;
+  fp.N = p.batch;
+  fp.cig = p.in_channels_per_group();
+  fp.cog = p.out_channels_per_group();
+  fp.groups = p.groups;
+  fp.cig_pad = plan.cig_pad;
+  fp.cog_pad = plan.cog_pad;
+  const Dims out = p.output_sizes();
+  for (int d = 0; d < 3; ++d) {
+    fp.in[d] = p.input_size[d];
+    fp.out[d] = out[d];
+    fp.k[d] = p.kernel_size[d];
+    fp.stride[d] = p.stride[d];
+    fp.pad[d] = p.padding[d];
+    fp.dil[d] = p.dilation[d];
+  }
+  for (int d = 0; d < 5; ++d) {
+    fp.x_str[d] = x.strides[d];
+    fp.y_str[d] = y.strides[d];
+  }
+  fp.num_phases = p.stride[0] * p.stride[1] * p.stride[2];
+  fp.co_tiles = plan.cog_pad / igemm::kBlockM;
+  return fp;
+}
+
+template <typename T, int BK, typename Index, bool kSplit>
+void launch_gather(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
+                   const TensorRef* b, const TensorRef& y, const ExecOptions& opt, int device) {
+  using namespace igemm;
+  const FpropParams fp = fprop_params(plan, p, x, b, y, opt);
+  const Dims q = phase0_positions(p);
+  const int64_t ptiles = (p.batch * q[0] * q[1] * q[2] + kBlockN - 1) / kBlockN;
+  const dim3 grid(static_cast<unsigned>(ptiles * fp.num_phases),
+                  static_cast<unsigned>(p.groups * fp.co_tiles));
+  const std::size_t smem = SmemLayout<T, BK>::kBytes;
+  static std::atomic<uint64_t> smem_set{0};  // one flag set per kernel instantiation
+  allow_smem(fprop_kernel<T, BK, Index, kSplit>, smem, device, smem_set);
+  fprop_kernel<T, BK, Index, kSplit><<<grid, kThreads, smem, opt.stream>>>(fp);
+  check_cuda(cudaGetLastError(), "implicit-GEMM forward launch");
+}
+
+template <typename T, int BK, typename Index, bool kSplit>
+void launch_halo(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
+                 const TensorRef* b, const TensorRef& y, const ExecOptions& opt, int device) {
+  using namespace igemm;
+  HaloParams hp{};
+  hp.f = fprop_params(plan, p, x, b, y, opt);
+  const Dims q = phase0_positions(p);
+  hp.wt = plan.wt;
+  hp.rows = plan.rows;
+  hp.tw_max = plan.tw_max;
+  hp.strip_rows_max = plan.strip_rows;
+  hp.col_segs = static_cast<int>((q[2] + plan.wt - 1) / plan.wt);
+  const int64_t rows = p.batch * q[0] * q[1];
+  hp.row_groups = static_cast<int>((rows + plan.rows - 1) / plan.rows);
+  const dim3 grid(static_cast<unsigned>(int64_t(hp.row_groups) * hp.col_segs * hp.f.num_phases),
+                  static_cast<unsigned>(p.groups * hp.f.co_tiles));
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem(fprop_halo_kernel<T, BK, Index, kSplit>, kHaloSmemLimit, device, smem_set);
+  fprop_halo_kernel<T, BK, Index, kSplit><<<grid, kThreads, plan.smem_bytes, opt.stream>>>(hp);
+  check_cuda(cudaGetLastError(), "implicit-GEMM (halo) forward launch");
+}
+
+template <typename T, int BK, bool kSplit>
+void launch_bk_index(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
+                     const TensorRef* b, const TensorRef& y, const ExecOptions& opt, int device) {
+  const bool small = std::max(span(x), span(y)) < (int64_t(1) << 31);
+  const bool halo = plan.kind == ImplicitGemmFpropPlan::Kind::kHalo;  // TF32 halo: BK = 16
+  if constexpr (sizeof(T) == 4 && BK == 32) {
+    if (small)
+      launch_gather<T, BK, int, kSplit>(plan, p, x, b, y, opt, device);
+    else
+      launch_gather<T, BK, int64_t, kSplit>(plan, p, x, b, y, opt, device);
+  } else if (small) {
+    if (halo)
+      launch_halo<T, BK, int, kSplit>(plan, p, x, b, y, opt, device);
+    else
+      launch_gather<T, BK, int, kSplit>(plan, p, x, b, y, opt, device);
+  } else {
+    if (halo)
+      launch_halo<T, BK, int64_t, kSplit>(plan, p, x, b, y, opt, device);
+    else
+      launch_gather<T, BK, int64_t, kSplit>(plan, p, x, b, y, opt, device);
+  }
+}
+
+template <typename T, bool kSplit>
+void launch_bk(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
+               const TensorRef& w, const TensorRef* b, const TensorRef& y,
+               const ExecOptions& opt) {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  pack_weight<T, kSplit>(plan, p, w, opt);
+  if (plan.block_k == 32)
+    launch_bk_index<T, 32, kSplit>(plan, p, x, b, y, opt, device);
+  else
+    launch_bk_index<T, 16, kSplit>(plan, p, x, b, y, opt, device);
+}
+
+// ---------------------------------------------------------------------------------------
+// The TMA-fed kernel (convt/cuda/implicit_gemm_fprop_tma_sm90.cuh)
+// ---------------------------------------------------------------------------------------
+
+template <typename T, int BN, int BK, bool kSplit, bool kWgmma = false>
+void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUtensorMap& map,
+                const TensorRef& w, const TensorRef* b, const TensorRef& y,
+                const ExecOptions& opt, int device) {
+  using namespace tma;
+  const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
+  TmaPackParams pk{};
+  pk.w = w.data;
+  pk.wp = opt.workspace;
+  for (int d = 0; d < 5; ++d) pk.w_str[d] = w.strides[d];
+  pk.cig = int(cig);
+  pk.cog = int(cog);
+  pk.groups = int(p.groups);
+  pk.ci_chunks = int((cig + BK - 1) / BK);
+  pk.co_tiles = int((cog + BN - 1) / BN);
+  for (int d = 0; d < 3; ++d) pk.k[d] = int(p.kernel_size[d]);
+  const int64_t packed = tma_packed_weight_elems(pk, BN, BK);
+  const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
+  pack_weight_tma_kernel<T, BN, BK, kSplit, kWgmma><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
+  check_cuda(cudaGetLastError(), "pack_weight_tma_kernel launch");
+
+  TmaFpropParams fp{};
+  fp.wp = opt.workspace;
+  fp.bias = b ? b->data : nullptr;
+  fp.b_str = b ? b->strides[0] : 0;
+  fp.y = y.data;
+  for (int d = 0; d < 5; ++d) fp.y_str[d] = y.strides[d];
+  fp.N = int(p.batch);
+  fp.cig = pk.cig;
+  fp.cog = pk.cog;
+  fp.groups = pk.groups;
+  fp.ci_chunks = pk.ci_chunks;
+  fp.co_tiles = pk.co_tiles;
+  const Dims out = p.output_sizes();
+  int64_t phases = 1;
+  for (int d = 0; d < 3; ++d) {
+    fp.out[d] = int(out[d]);
+    fp.k[d] = int(p.kernel_size[d]);
+    fp.stride[d] = int(p.stride[d]);
+    fp.pad[d] = int(p.padding[d]);
+    fp.dil[d] = int(p.dilation[d]);
+    phases *= p.stride[d];
+  }
+  set_w_owners(fp);
+  phases = phases / fp.stride[2] * fp.w_phases;
+  fp.num_phases = int(phases);
+  fp.row_bytes = plan.tma_row_bytes;
+  fp.w_taps = plan.tma_w_taps;
+  const Dims q = phase0_positions(p);
+  const int64_t segs = p.batch * q[0] * q[1] * ((q[2] + Seg<T>::kW - 1) / Seg<T>::kW);
+  const int64_t tiles = (segs + Seg<T>::kCount - 1) / Seg<T>::kCount;
+  const dim3 grid(static_cast<unsigned>(tiles * phases * fp.co_tiles),
+                  static_cast<unsigned>(p.groups));
+  // The kernel's stages (as many as fit in the budget, at most kMaxStages) and no more:
+  // small stages leave room for more blocks per multiprocessor.
+  using L = Smem<T, BN, BK>;
+  fp.stages = L::launch_stages(fp.row_bytes, fp.w_taps);
+  // CONVT_TMA_SMEM_KB=n: a stage budget of n KB (at most 104) where it leaves two stages,
+  // for measuring pipeline depth against blocks per multiprocessor.
+  static const int budget_kb = [] {
+    const char* v = std::getenv("CONVT_TMA_SMEM_KB");
+    return v ? std::atoi(v) : 0;
+  }();
+  if (budget_kb > 0) {
+    const int s = L::stages(fp.row_bytes, fp.w_taps, std::min(budget_kb * 1024, L::kBudget));
+    if (s >= 2) fp.stages = s;
+  }
+  // The stages, which the mma.sync epilogue reuses to stage its accumulators, + alignment.
+  const std::size_t smem =
+      std::max<std::size_t>(std::size_t(fp.stages) * L::stage_bytes(fp.row_bytes, fp.w_taps),
+                            kWgmma ? 0 : L::kEpiBytes) + 128;
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem(fprop_tma_kernel<T, BN, BK, kSplit, kWgmma>, L::kBytes, device, smem_set);
+  fprop_tma_kernel<T, BN, BK, kSplit, kWgmma><<<grid, kThreads, smem, opt.stream>>>(map, fp);
+  check_cuda(cudaGetLastError(), "implicit-GEMM (TMA) forward launch");
+}
+
+template <typename T, bool kSplit>
+void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                     const CUtensorMap& map, const TensorRef& w, const TensorRef* b,
+                     const TensorRef& y, const ExecOptions& opt, int device) {
+  const int bn = plan.tma_bn, bk = plan.tma_bk;
+  if constexpr (kSplit) {  // the planner gives split TF32 the 32-channel tile only
+    if (bk == 16) launch_tma<T, 32, 16, true>(plan, p, map, w, b, y, opt, device);
+    else launch_tma<T, 32, 32, true>(plan, p, map, w, b, y, opt, device);
+  } else if (tma_wgmma_requested()) {
+    if (bn == 32 && bk == 16) launch_tma<T, 32, 16, false, true>(plan, p, map, w, b, y, opt, device);
+    else if (bn == 32) launch_tma<T, 32, 32, false, true>(plan, p, map, w, b, y, opt, device);
+    else if (bk == 16) launch_tma<T, 64, 16, false, true>(plan, p, map, w, b, y, opt, device);
+    else launch_tma<T, 64, 32, false, true>(plan, p, map, w, b, y, opt, device);
+  } else {
+    if (bn == 32 && bk == 16) launch_tma<T, 32, 16, false>(plan, p, map, w, b, y, opt, device);
+    else if (bn == 32) launch_tma<T, 32, 32, false>(plan, p, map, w, b, y, opt, device);
+    else if (bk == 16) launch_tma<T, 64, 16, false>(plan, p, map, w, b, y, opt, device);
+    else launch_tma<T, 64, 32, false>(plan, p, map, w, b, y, opt, device);
+  }
+}
+
+}  // namespace fprop_detail
+
+template <typename T, bool kSplit>
+void launch_fprop_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUtensorMap& map,
+                      const TensorRef& w, const TensorRef* b, const TensorRef& y,
+                      const ExecOptions& opt, int device) {
+  fprop_detail::launch_tma_tile<T, kSplit>(plan, p, map, w, b, y, opt, device);
+}
+
+template <typename T, bool kSplit>
+void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
+                      const TensorRef& w, const TensorRef* b, const TensorRef& y,
+                      const ExecOptions& opt) {
+  fprop_detail::launch_bk<T, kSplit>(plan, p, x, w, b, y, opt);
+}
+
+}  // namespace cuda
+}  // namespace convt
+
+// The explicit instantiations of one translation unit (fprop_launch_*.cu), in namespace
+// convt::cuda.
+#define CONVT_INSTANTIATE_FPROP_LAUNCHES(T, kSplit)                                        \
+  template void launch_fprop_tma<T, kSplit>(const ImplicitGemmFpropPlan&, const Problem&,  \
+                                            const CUtensorMap&, const TensorRef&,          \
+                                            const TensorRef*, const TensorRef&,            \
+                                            const ExecOptions&, int);                      \
+  template void launch_fprop_mma<T, kSplit>(const ImplicitGemmFpropPlan&, const Problem&,  \
+                                            const TensorRef&, const TensorRef&,            \
+                                            const TensorRef*, const TensorRef&,            \
+                                            const ExecOptions&)

@@ -1,0 +1,51 @@
+// Launches of the implicit-GEMM forward kernels (fprop_launch.cuh), compiled in one
+// translation unit per element type and precision (fprop_launch_*.cu) so that their
+// kernels build in parallel; the dispatcher (fprop_implicit_gemm.cu) sees only these
+// declarations.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+
+#include "convt/cuda/implicit_gemm_fprop_tma_sm90.cuh"
+#include "fprop_implicit_gemm.hpp"
+
+namespace convt {
+namespace cuda {
+
+// Dynamic shared memory the halo kernel may use: what lets two blocks share a multiprocessor.
+// Its size varies with the problem, so each kernel is opted in to this bound once.
+constexpr std::size_t kHaloSmemLimit = 100 * 1024;
+
+// The TMA kernel with the plan's tile (T: float, __half or __nv_bfloat16; kSplit: float
+// as split TF32), after packing the weight into the workspace. `map` describes x.
+template <typename T, bool kSplit>
+void launch_fprop_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUtensorMap& map,
+                      const TensorRef& w, const TensorRef* b, const TensorRef& y,
+                      const ExecOptions& opt, int device);
+
+// The mma.sync kernels (gather or halo, by the plan) with the plan's K step, after packing
+// the weight into the workspace.
+template <typename T, bool kSplit>
+void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
+                      const TensorRef& w, const TensorRef* b, const TensorRef& y,
+                      const ExecOptions& opt);
+
+// binaryVersion of the TMA kernel's code in this build (0 where the build has none that
+// loads on the current device).
+int tma_kernel_binary_version();
+
+// Output positions of the largest phase (phase 0) along each dimension.
+Dims phase0_positions(const Problem& p);
+
+// Whether CONVT_TMA_MMA=wgmma asks for the TMA kernel on wgmma (read at every call).
+bool tma_wgmma_requested();
+
+// The W phases of the TMA kernel's grid, into its parameters (see tma_w_phases and
+// tma_w_owners_requested in fprop_implicit_gemm.cu).
+bool tma_w_owners_requested();
+void set_w_owners(tma::TmaFpropParams& fp);
+
+}  // namespace cuda
+}  // namespace convt
