@@ -1,0 +1,49 @@
+"""Median time of convt's forward on benchmark cases, nothing else (no PyTorch side, no
+error check): for quick comparisons of kernel variants selected by environment variables.
+
+    python scripts/time_cases.py bf16 kb57,kb64 [--reps 10]
+"""
+import argparse
+
+import torch
+
+import convt
+from convt.bench.suite import load_suite, select_cases
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dtype", choices=["fp32", "bf16", "fp16"])
+    ap.add_argument("cases", help="comma-separated case ids of the kernelbench suite")
+    ap.add_argument("--reps", type=int, default=10)
+    args = ap.parse_args()
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    for case in select_cases(load_suite("kernelbench").cases, args.cases.split(",")):
+        x = torch.rand(case.batch, case.in_channels, *case.input_size, device="cuda",
+                       dtype=dtype)
+        w = torch.randn(case.in_channels, case.out_channels // case.groups, *case.kernel_size,
+                        device="cuda", dtype=dtype)
+        fn = getattr(convt, f"conv_transpose{case.dims}d")
+
+        def run():
+            return fn(x, w, None, case.stride, case.padding, case.output_padding, case.groups,
+                      case.dilation)
+
+        for _ in range(3):
+            run()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(args.reps):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        times.sort()
+        print(f"{case.id} {args.dtype} {times[len(times) // 2]:.3f} ms")
+
+
+if __name__ == "__main__":
+    main()
