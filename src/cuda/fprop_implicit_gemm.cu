@@ -36,6 +36,11 @@ bool tma_wgmma_requested() {
   return v != nullptr && std::string(v) == "wgmma";
 }
 
+bool wgmma_base_offset_requested() {
+  const char* v = std::getenv("CONVT_WG_BASE_OFFSET");
+  return v != nullptr && std::string(v) == "1";
+}
+
 // The W phases of the TMA kernel's grid, into its parameters (see tma_w_phases).
 // By default every W phase runs, tap-less ones writing their bias by W phase.
 // CONVT_TMA_W_OWNERS=1 (read at every call, so that tests can switch it) runs only the W
@@ -342,24 +347,25 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   }
   if (best_n == 0) return no("the W taps' input window leaves no tile");
   const int64_t wbox = best_wv + halo_w;
-  // The K step: as many H taps as leave three stages (else two), with the widest channel
-  // block that does. The box holds the rows of every H tap of the step.
+  // The K step: the widest channel block (box rows of 128, 64 or 32 bytes: wider rows
+  // move faster through TMA) that pads the group's channels by at most 1/8 and leaves
+  // three stages (else two), with as many H taps as fit; the box holds the rows of every
+  // H tap of the step.
   const int64_t cig_min = (cig + 2 * kc - 1) / (2 * kc) * (2 * kc);
   const int hb_env = wg_env_int("CONVT_WG_HB"), bk_env = wg_env_int("CONVT_WG_BK");
   bool found = false;
   for (int min_stages : {3, 2}) {
-    for (int64_t hb = tmax[1]; hb >= 1 && !found; --hb) {
-      if (hb_env > 0 && hb != std::min<int64_t>(hb_env, tmax[1])) continue;
-      for (int64_t bk : {8 * kc, 4 * kc, 2 * kc}) {
-        if (bk > cig_min) continue;
-        if (bk_env > 0 && bk != bk_env) continue;
+    for (int64_t bk : {8 * kc, 4 * kc, 2 * kc}) {
+      if (found) break;
+      if ((cig + bk - 1) / bk * bk * 8 > cig_min * 9) continue;
+      if (bk_env > 0 && bk != bk_env) continue;
+      for (int64_t hb = tmax[1]; hb >= 1; --hb) {
+        if (hb_env > 0 && hb != std::min<int64_t>(hb_env, tmax[1])) continue;
         const int64_t hbox = best_rows + (hb - 1) * doff[1];
         if (hbox > 256) continue;
-        const int64_t lbo = hbox * wbox * 16;
-        if (lbo >= (int64_t(1) << 18)) continue;
-        const int64_t box = bk / kc * lbo;
+        const int64_t box = hbox * wbox * bk * e;
         const int64_t wbytes = hb * tmax[2] * wg::kM * bk * e;
-        const int64_t stage = (wg::kHeaderBytes + box + wbytes + 127) / 128 * 128;
+        const int64_t stage = (box + wbytes + 1023) / 1024 * 1024;
         const int64_t stages = std::min<int64_t>(wg::kMaxStages, wg::kStageBudget / stage);
         if (stages < min_stages) continue;
         plan.wg_hb = int(hb);
@@ -389,8 +395,8 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   const int64_t tiles = p.groups * co_tiles * phases * p.batch * q[0] * row_groups * segs;
   if (tiles > INT_MAX - (int64_t(1) << 22)) return no("too many tiles");
   const int64_t chunks = int64_t(plan.wg_cblocks) * plan.wg_bk / kc;
-  if (p.batch * p.groups * chunks >= (int64_t(1) << 31))
-    return no("too many channel chunks for a tensor map");
+  if (p.batch * p.groups * plan.wg_cblocks >= (int64_t(1) << 31))
+    return no("too many channel blocks for a tensor map");
   plan.wg_tiles = tiles;
   const int64_t wbytes = p.groups * co_tiles * phases * tmax[0] * plan.wg_cblocks * tmax[1] *
                          tmax[2] * wg::kM * plan.wg_bk * e;
@@ -631,27 +637,30 @@ bool wgmma_supported(int device) {
   return v == 1;
 }
 
-// The tensor map of the wgmma kernel's input copy xt ([N*G][chunks][D][H][W][kc], see
-// implicit_gemm_fprop_wgmma_sm90.cuh): dims (kc, W, H, D, N*G*chunks), box (kc, wbox,
-// hbox, 1, bk / kc), no swizzle, zeros out of bounds.
+// The tensor map of the wgmma kernel's input copy xt ([N*G][cblocks][D][H][W][bk], see
+// implicit_gemm_fprop_wgmma_sm90.cuh): dims (bk, W, H, D, N*G*cblocks), box (bk, wbox,
+// hbox, 1, 1), swizzled in the row's width (32, 64 or 128 bytes), zeros out of bounds.
 void make_xt_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,
                         void* xt) {
-  const int64_t e = dtype_size(p.dtype), kc = 16 / e;
-  const int64_t chunks = int64_t(plan.wg_cblocks) * plan.wg_bk / kc;
-  const cuuint64_t dims[5] = {cuuint64_t(kc), cuuint64_t(p.input_size[2]),
+  const int64_t e = dtype_size(p.dtype);
+  const int64_t row = int64_t(plan.wg_bk) * e;  // bytes of a position's channel block
+  const cuuint64_t dims[5] = {cuuint64_t(plan.wg_bk), cuuint64_t(p.input_size[2]),
                               cuuint64_t(p.input_size[1]), cuuint64_t(p.input_size[0]),
-                              cuuint64_t(p.batch * p.groups * chunks)};
-  const cuuint64_t row = 16 * cuuint64_t(p.input_size[2]);
-  const cuuint64_t plane = row * cuuint64_t(p.input_size[1]);
-  const cuuint64_t gstrides[4] = {16, row, plane, plane * cuuint64_t(p.input_size[0])};
-  const cuuint32_t box[5] = {cuuint32_t(kc), cuuint32_t(plan.wg_wbox), cuuint32_t(plan.wg_hbox), 1,
-                             cuuint32_t(plan.wg_bk / kc)};
+                              cuuint64_t(p.batch * p.groups * plan.wg_cblocks)};
+  const cuuint64_t wrow = cuuint64_t(row) * cuuint64_t(p.input_size[2]);
+  const cuuint64_t plane = wrow * cuuint64_t(p.input_size[1]);
+  const cuuint64_t gstrides[4] = {cuuint64_t(row), wrow, plane, plane * cuuint64_t(p.input_size[0])};
+  const cuuint32_t box[5] = {cuuint32_t(plan.wg_bk), cuuint32_t(plan.wg_wbox),
+                             cuuint32_t(plan.wg_hbox), 1, 1};
   const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
   CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   if (p.dtype == DType::kFloat16) type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   if (p.dtype == DType::kBFloat16) type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUtensorMapSwizzle swizzle = row == 128 ? CU_TENSOR_MAP_SWIZZLE_128B
+                                     : row == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                 : CU_TENSOR_MAP_SWIZZLE_32B;
   const CUresult r = encode_tiled_fn()(map, type, 5, xt, dims, gstrides, box, estr,
-                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                       CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)

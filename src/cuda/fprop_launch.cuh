@@ -339,9 +339,11 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   tp.batch = int(p.batch);
   tp.groups = int(p.groups);
   tp.cig = int(cig);
-  tp.chunks = plan.wg_cblocks * plan.wg_bk / wg::Kc<T>::value;
+  tp.cblocks = plan.wg_cblocks;
+  tp.bk = plan.wg_bk;
   for (int d = 0; d < 3; ++d) tp.in[d] = int(p.input_size[d]);
-  const int64_t vecs = int64_t(tp.batch) * tp.groups * tp.chunks * tp.in[0] * tp.in[1] * tp.in[2];
+  const int64_t vecs = int64_t(tp.batch) * tp.groups * tp.cblocks * (tp.bk / wg::Kc<T>::value) *
+                       tp.in[0] * tp.in[1] * tp.in[2];
   const int64_t tblocks = std::min<int64_t>((vecs + 255) / 256, int64_t(1) << 20);
   wg::transpose_input_kernel<T><<<static_cast<unsigned>(tblocks), 256, 0, opt.stream>>>(tp);
   check_cuda(cudaGetLastError(), "transpose_input_kernel launch");
@@ -389,8 +391,11 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.stage_bytes = plan.wg_stage_bytes;
   fp.box_bytes = plan.wg_box_bytes;
   fp.tile_bytes = wg::kM * plan.wg_bk * int(sizeof(T));
-  const std::size_t smem = std::size_t(fp.stages) * fp.stage_bytes + wg::kEpiBytes +
-                           wg::kInfoBytes + wg::kBarrierBytes + 128;
+  fp.row_bytes = plan.wg_bk * int(sizeof(T));
+  fp.base_offset = wgmma_base_offset_requested() ? 1 : 0;
+  const std::size_t smem = std::size_t(fp.stages) * fp.stage_bytes +
+                           wg::kMaxStages * wg::kHeaderBytes + wg::kEpiBytes + wg::kInfoBytes +
+                           wg::kBarrierBytes + 1024;
   switch (plan.wg_n) {
     case 128: launch_wgmma_n<T, 128>(fp, map, smem, opt.stream, device); break;
     case 160: launch_wgmma_n<T, 160>(fp, map, smem, opt.stream, device); break;

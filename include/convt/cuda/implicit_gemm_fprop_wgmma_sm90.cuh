@@ -13,12 +13,13 @@
 // Two steps make every operand a plain K-major shared-memory tile:
 //
 //  1. The input is first copied (transpose_input_kernel) into the workspace in a blocked
-//     layout xt[n*G + g][c / kc][D][H][W][kc], kc = 16 bytes of channels (8 16-bit, 4
-//     float), channels padded with zeros to the K step (float rounded to TF32 once, here).
-//     A TMA box of xt, [bk/kc chunks][hbox rows][wbox columns][kc], is then exactly
-//     wgmma's K-major, unswizzled core-matrix layout for X, with one 16-byte row per
-//     position: positions 16 bytes apart (stride byte offset 128 per 8 positions), chunks
-//     hbox*wbox*16 bytes apart (leading byte offset).
+//     layout xt[n*G + g][c / bk][D][H][W][bk], bk = the K step's channels (32, 64 or 128
+//     bytes of them), channels padded with zeros to bk (float rounded to TF32 once, here).
+//     A TMA box of xt, [hbox rows][wbox columns][bk], written with the swizzle of its row
+//     width (32B, 64B or 128B), is then exactly wgmma's K-major swizzled layout for X, one
+//     row per position (stride byte offset 8 rows), each MMA K step 32 bytes further
+//     along the row. (Rows of 16 bytes, the unswizzled layout, make TMA slow: it moves a
+//     box row at a time.)
 //  2. Positions are flattened over the box: position n of a tile is box row n / wbox,
 //     column n % wbox. Tap (jh, jw) of the phase then reads rows n + shift with shift =
 //     (jh' * doff_h) * wbox + jw' * doff_w (jh', jw' counted from the last tap), so every
@@ -69,7 +70,7 @@ constexpr int kM = 64;                // output channels per tile
 constexpr int kThreads = 160;         // consumer warpgroup + producer warp
 constexpr int kMaxRows = 32;          // output rows per tile
 constexpr int kMaxStages = 8;
-constexpr int kHeaderBytes = 384;     // StageHeader, rounded up to the box's alignment
+constexpr int kHeaderBytes = 384;     // StageHeader slot (the headers sit apart from the stages)
 constexpr int kEpiPitch = 72;         // floats per channel row of a warp's staging area
 constexpr int kEpiBytes = 4 * 16 * kEpiPitch * 4;  // four warps x 16 channels
 constexpr int kInfoBytes = 640;       // EpiInfo
@@ -77,7 +78,8 @@ constexpr int kBarrierBytes = 2 * kMaxStages * 8;
 // Shared memory a block may use so that two share a multiprocessor (228 KB, 1 KB of it
 // reserved per block), and what is left of it for the stages.
 constexpr int kBlockSmem = 113 * 1024;
-constexpr int kStageBudget = kBlockSmem - kEpiBytes - kInfoBytes - kBarrierBytes - 128;
+constexpr int kStageBudget =
+    kBlockSmem - kEpiBytes - kInfoBytes - kBarrierBytes - kMaxStages * kHeaderBytes - 1024;
 
 // The N (positions per tile) the kernel is built for; see wgmma_ss_sm90.cuh.
 constexpr int kNumN = 6;
@@ -138,7 +140,9 @@ struct Params {
   int row_groups, col_segs;  // tiles per (n, qd) plane: rows of tiles, column segments
   int phases;
   int tiles;
-  int stages, stage_bytes, box_bytes, tile_bytes;
+  int stages, stage_bytes, box_bytes, tile_bytes;  // stage_bytes: a multiple of 1024
+  int row_bytes;    // bytes of a box row: bk elements, 32, 64 or 128
+  int base_offset;  // 1: descriptors carry the swizzle phase of their start address
 };
 
 // ---------------------------------------------------------------------------------------
@@ -146,30 +150,32 @@ struct Params {
 // ---------------------------------------------------------------------------------------
 struct TransposeParams {
   const void* x;  // (N, C_in, D, H, W), strides x_str
-  void* xt;       // [N*G][cig_pad / kc][D][H][W][kc]
+  void* xt;       // [N*G][cblocks][D][H][W][bk]
   int64_t x_str[5];
-  int batch, groups, cig, chunks;  // chunks = cig_pad / kc
+  int batch, groups, cig, cblocks, bk;
   int in[3];
 };
 
-// One thread per (row of xt, column): kc channels gathered along the channel stride
-// (each load coalesced along W across the warp), one 16-byte store.
+// One thread per (16 bytes of a row of xt): kc channels gathered along the channel
+// stride, consecutive threads along W (coalesced loads), one 16-byte store.
 template <typename T>
 __global__ void transpose_input_kernel(TransposeParams p) {
   constexpr int kc = Kc<T>::value;
   const T* x = static_cast<const T*>(p.x);
   uint4* xt = static_cast<uint4*>(p.xt);
-  const int64_t rows = int64_t(p.batch) * p.groups * p.chunks * p.in[0] * p.in[1];
-  const int64_t total = rows * p.in[2];
+  const int subs = p.bk / kc;
+  const int64_t total = int64_t(p.batch) * p.groups * p.cblocks * subs * p.in[0] * p.in[1] * p.in[2];
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int w = int(i % p.in[2]);
     int64_t r = i / p.in[2];
+    const int sub = int(r % subs); r /= subs;
     const int h = int(r % p.in[1]); r /= p.in[1];
     const int d = int(r % p.in[0]); r /= p.in[0];
-    const int ch = int(r % p.chunks); r /= p.chunks;
+    const int cb = int(r % p.cblocks); r /= p.cblocks;
     const int g = int(r % p.groups);
     const int64_t n = r / p.groups;
+    const int ch = cb * subs + sub;
     const int64_t base = n * p.x_str[0] + d * p.x_str[2] + h * p.x_str[3] + w * p.x_str[4];
     union {
       uint4 v;
@@ -186,7 +192,8 @@ __global__ void transpose_input_kernel(TransposeParams p) {
         u.e[j] = Elem<T>::from_float(v);
       }
     }
-    xt[i] = u.v;
+    xt[(((((n * p.groups + g) * p.cblocks + cb) * p.in[0] + d) * p.in[1] + h) * p.in[2] + w) *
+           subs + sub] = u.v;
   }
 }
 
@@ -257,11 +264,15 @@ __global__ void pack_weight_wgmma_kernel(PackParams p) {
 // The kernel
 // ---------------------------------------------------------------------------------------
 
-// Descriptor of the flattened input box at `addr`: K-major, unswizzled, positions 16
-// bytes apart (8-position groups 128 apart), channel chunks `lbo` bytes apart.
-__device__ __forceinline__ uint64_t desc_x(uint32_t addr, uint32_t lbo) {
-  return uint64_t((addr & 0x3ffffu) >> 4) | (uint64_t((lbo >> 4) & 0x3fffu) << 16) |
-         (uint64_t(128 >> 4) << 32);
+// Descriptor of the flattened input box at `addr` (a row, plus 32 bytes per MMA K step):
+// K-major, rows of `row_bytes` (32, 64, 128) swizzled in their width, 8-row groups
+// 8 * row_bytes apart. With `base_offset`, the swizzle phase of the start address (its row
+// within the pattern) goes in the descriptor's base-offset field.
+__device__ __forceinline__ uint64_t desc_x(uint32_t addr, int row_bytes, int base_offset) {
+  const uint64_t mode = row_bytes == 128 ? 1 : row_bytes == 64 ? 2 : 3;
+  const uint32_t phase = base_offset ? (addr >> 7) & (row_bytes == 128 ? 7u : row_bytes == 64 ? 3u : 1u) : 0u;
+  return uint64_t((addr & 0x3ffffu) >> 4) | (uint64_t(1) << 16) |
+         (uint64_t((8 * row_bytes) >> 4) << 32) | (uint64_t(phase) << 49) | (mode << 62);
 }
 
 // Positions of phase r along a dimension of `out` outputs with stride s.
@@ -296,13 +307,16 @@ __global__ void __launch_bounds__(kThreads, 2)
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace tma;
   constexpr int kc = Kc<T>::value;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // Stages (1024-byte aligned: the swizzle patterns), then the headers, the epilogue's
+  // staging, the tile info and the barriers.
   unsigned char* smem = reinterpret_cast<unsigned char*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 127) & ~uintptr_t(127));
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   unsigned char* stages = smem;
-  float* epi = reinterpret_cast<float*>(smem + p.stages * p.stage_bytes);
-  EpiInfo* info = reinterpret_cast<EpiInfo*>(smem + p.stages * p.stage_bytes + kEpiBytes);
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + p.stages * p.stage_bytes + kEpiBytes +
+  unsigned char* headers = smem + p.stages * p.stage_bytes;
+  float* epi = reinterpret_cast<float*>(headers + kMaxStages * kHeaderBytes);
+  EpiInfo* info = reinterpret_cast<EpiInfo*>(headers + kMaxStages * kHeaderBytes + kEpiBytes);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(headers + kMaxStages * kHeaderBytes + kEpiBytes +
                                                kInfoBytes);
   const uint32_t full0 = smem_addr(bars), empty0 = smem_addr(bars + kMaxStages);
   // Broadcast, so that the compiler knows these are uniform across each warp (wgmma
@@ -323,7 +337,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (lane != 0) return;
     int stage = 0;
     uint32_t parity = 0;
-    const int chunks = p.cblocks * p.bk / kc;
     const int tmax_hw = p.tmax[1] * p.tmax[2];
     for (;;) {
       const int t = atomicAdd(p.counter, 1);
@@ -351,12 +364,12 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int steps = mma ? td.count * hblocks * p.cblocks : 1;
       const int64_t wtile0 =
           ((int64_t(g) * p.co_tiles + cot) * p.phases + ph) * p.tmax[0] * p.cblocks;
-      const int ngc0 = (n * p.groups + g) * chunks;
+      const int ngc0 = (n * p.groups + g) * p.cblocks;
       int jd = 0, hbi = 0, cb = 0;
       for (int s = 0; s < steps; ++s) {
         mbar_wait(empty0 + 8 * stage, parity ^ 1);
         unsigned char* st = stages + size_t(stage) * p.stage_bytes;
-        StageHeader* hd = reinterpret_cast<StageHeader*>(st);
+        StageHeader* hd = reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes);
         const uint32_t full = full0 + 8 * stage;
         int flags = (s == 0 ? kFirst : 0) | (s == steps - 1 ? kLast : 0) | (mma ? 0 : kNoMma);
         hd->flags = flags;
@@ -385,8 +398,8 @@ __global__ void __launch_bounds__(kThreads, 2)
           const int w0 = qw0 + tw.off0 - (tw.count - 1) * tw.doff;
           const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
           const int d0 = qd + td.off0 - jd * td.doff;
-          const uint32_t box = smem_addr(st + kHeaderBytes);
-          tma_load_5d(box, &map, full, 0, w0, h0, d0, ngc0 + cb * (p.bk / kc));
+          const uint32_t box = smem_addr(st);
+          tma_load_5d(box, &map, full, 0, w0, h0, d0, ngc0 + cb);
           const int64_t wt = ((wtile0 + int64_t(jd) * p.cblocks + cb) * tmax_hw +
                               int64_t(jh0) * tw.count) * p.tile_bytes;
           bulk_load(box + p.box_bytes, static_cast<const unsigned char*>(p.wp) + wt, wbytes,
@@ -408,14 +421,14 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
     mbar_wait(empty0 + 8 * stage, parity ^ 1);
-    reinterpret_cast<StageHeader*>(stages + size_t(stage) * p.stage_bytes)->flags = kEnd;
+    reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes)->flags = kEnd;
     mbar_arrive(full0 + 8 * stage);
     return;
   }
 
   // ------------------------------------------------------------------ consumers
   float acc[N / 2];
-  const uint32_t chunk_lbo = uint32_t(p.hbox) * p.wbox * 16;
+  const int row_bytes = p.row_bytes, base_offset = p.base_offset;
   const int ksteps = p.bk / (2 * kc);
   T* y = static_cast<T*>(p.y);
   const T* bias = static_cast<const T*>(p.bias);
@@ -427,25 +440,23 @@ __global__ void __launch_bounds__(kThreads, 2)
   // outside the K-step loop: anything else makes ptxas serialize the wgmma, C7520).
   for (;;) {
     mbar_wait(full0 + 8 * stage, parity);
-    const int flags = __shfl_sync(0xffffffffu, reinterpret_cast<const StageHeader*>(
-                                                   stages + size_t(stage) * p.stage_bytes)->flags,
-                                  0);
+    const int flags = __shfl_sync(
+        0xffffffffu, reinterpret_cast<const StageHeader*>(headers + stage * kHeaderBytes)->flags, 0);
     if (flags & kEnd) break;
-    const int steps = __shfl_sync(0xffffffffu, reinterpret_cast<const StageHeader*>(
-                                                   stages + size_t(stage) * p.stage_bytes)->steps,
-                                  0);
+    const int steps = __shfl_sync(
+        0xffffffffu, reinterpret_cast<const StageHeader*>(headers + stage * kHeaderBytes)->steps, 0);
     const bool has_mma = !(flags & kNoMma);
     int accumulate = 0;  // the tile's first MMA overwrites the accumulators (scale-d 0)
     int prev = -1;
     for (int s = 0; s < steps; ++s) {
       if (s > 0) mbar_wait(full0 + 8 * stage, parity);
       const unsigned char* st = stages + size_t(stage) * p.stage_bytes;
-      const StageHeader* hd = reinterpret_cast<const StageHeader*>(st);
+      const StageHeader* hd = reinterpret_cast<const StageHeader*>(headers + stage * kHeaderBytes);
       if (has_mma) {
         const int hcnt = __shfl_sync(0xffffffffu, hd->hcnt, 0);
         const int cw = __shfl_sync(0xffffffffu, hd->cw, 0);
         const int shift_h = hd->shift_h, doff_w = hd->doff_w;
-        const uint32_t box = smem_addr(st + kHeaderBytes);
+        const uint32_t box = smem_addr(st);
         const uint32_t wts = box + p.box_bytes;
         // One flat loop over (H tap, W tap, MMA K step), not unrolled, with a fence per
         // iteration: ptxas serializes wgmma in runtime loops otherwise (C7519).
@@ -457,7 +468,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           const uint32_t shift = uint32_t((hcnt - 1 - i) * shift_h + (cw - 1 - jw) * doff_w);
           wgmma_fence();
           WgmmaSS<T, N>::run(acc, wgmma_desc(wt),
-                             desc_x(box + 2 * ks * chunk_lbo + shift * 16, chunk_lbo),
+                             desc_x(box + shift * row_bytes + 32 * ks, row_bytes, base_offset),
                              accumulate);
           accumulate = 1;
           wt += 2048;
@@ -484,7 +495,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     wgmma_wait<0>();
     // The last stage's header describes the tile's output: copy it, then release.
-    const StageHeader* hd = reinterpret_cast<const StageHeader*>(stages + size_t(prev) * p.stage_bytes);
+    const StageHeader* hd = reinterpret_cast<const StageHeader*>(headers + prev * kHeaderBytes);
     named_sync_consumers();  // every warp is done with the previous tile's info
     if (threadIdx.x < kMaxRows) {
       if (int(threadIdx.x) < hd->rows) info->base[threadIdx.x] = hd->base[threadIdx.x];
