@@ -36,11 +36,6 @@ bool tma_wgmma_requested() {
   return v != nullptr && std::string(v) == "wgmma";
 }
 
-bool wgmma_base_offset_requested() {
-  const char* v = std::getenv("CONVT_WG_BASE_OFFSET");
-  return v != nullptr && std::string(v) == "1";
-}
-
 // The W phases of the TMA kernel's grid, into its parameters (see tma_w_phases).
 // By default every W phase runs, tap-less ones writing their bias by W phase.
 // CONVT_TMA_W_OWNERS=1 (read at every call, so that tests can switch it) runs only the W

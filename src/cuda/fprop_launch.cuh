@@ -392,7 +392,6 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.box_bytes = plan.wg_box_bytes;
   fp.tile_bytes = wg::kM * plan.wg_bk * int(sizeof(T));
   fp.row_bytes = plan.wg_bk * int(sizeof(T));
-  fp.base_offset = wgmma_base_offset_requested() ? 1 : 0;
   const std::size_t smem = std::size_t(fp.stages) * fp.stage_bytes +
                            wg::kMaxStages * wg::kHeaderBytes + wg::kEpiBytes + wg::kInfoBytes +
                            wg::kBarrierBytes + 1024;

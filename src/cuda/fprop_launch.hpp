@@ -54,10 +54,6 @@ int tma_kernel_binary_version();
 // Output positions of the largest phase (phase 0) along each dimension.
 Dims phase0_positions(const Problem& p);
 
-// Whether CONVT_WG_BASE_OFFSET=1 asks the wgmma kernel to put the swizzle phase of each
-// input descriptor's start address into its base-offset field (read at every call).
-bool wgmma_base_offset_requested();
-
 // Whether CONVT_TMA_MMA=wgmma asks for the TMA kernel on wgmma (read at every call).
 bool tma_wgmma_requested();
 

@@ -70,6 +70,7 @@ constexpr int kM = 64;                // output channels per tile
 constexpr int kThreads = 160;         // consumer warpgroup + producer warp
 constexpr int kMaxRows = 32;          // output rows per tile
 constexpr int kMaxStages = 8;
+constexpr int kBatch = 4;             // wgmma issued back to back between fences
 constexpr int kHeaderBytes = 384;     // StageHeader slot (the headers sit apart from the stages)
 constexpr int kEpiPitch = 72;         // floats per channel row of a warp's staging area
 constexpr int kEpiBytes = 4 * 16 * kEpiPitch * 4;  // four warps x 16 channels
@@ -142,7 +143,6 @@ struct Params {
   int tiles;
   int stages, stage_bytes, box_bytes, tile_bytes;  // stage_bytes: a multiple of 1024
   int row_bytes;    // bytes of a box row: bk elements, 32, 64 or 128
-  int base_offset;  // 1: descriptors carry the swizzle phase of their start address
 };
 
 // ---------------------------------------------------------------------------------------
@@ -266,13 +266,13 @@ __global__ void pack_weight_wgmma_kernel(PackParams p) {
 
 // Descriptor of the flattened input box at `addr` (a row, plus 32 bytes per MMA K step):
 // K-major, rows of `row_bytes` (32, 64, 128) swizzled in their width, 8-row groups
-// 8 * row_bytes apart. With `base_offset`, the swizzle phase of the start address (its row
-// within the pattern) goes in the descriptor's base-offset field.
-__device__ __forceinline__ uint64_t desc_x(uint32_t addr, int row_bytes, int base_offset) {
+// 8 * row_bytes apart. The swizzle follows the absolute shared-memory address (as TMA
+// writes it), so a start address at any row needs no base offset (tested: setting the
+// descriptor's base-offset field to the row's phase gives wrong results).
+__device__ __forceinline__ uint64_t desc_x(uint32_t addr, int row_bytes) {
   const uint64_t mode = row_bytes == 128 ? 1 : row_bytes == 64 ? 2 : 3;
-  const uint32_t phase = base_offset ? (addr >> 7) & (row_bytes == 128 ? 7u : row_bytes == 64 ? 3u : 1u) : 0u;
   return uint64_t((addr & 0x3ffffu) >> 4) | (uint64_t(1) << 16) |
-         (uint64_t((8 * row_bytes) >> 4) << 32) | (uint64_t(phase) << 49) | (mode << 62);
+         (uint64_t((8 * row_bytes) >> 4) << 32) | (mode << 62);
 }
 
 // Positions of phase r along a dimension of `out` outputs with stride s.
@@ -428,7 +428,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   // ------------------------------------------------------------------ consumers
   float acc[N / 2];
-  const int row_bytes = p.row_bytes, base_offset = p.base_offset;
+  const int row_bytes = p.row_bytes;
   const int ksteps = p.bk / (2 * kc);
   T* y = static_cast<T*>(p.y);
   const T* bias = static_cast<const T*>(p.bias);
@@ -458,25 +458,44 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int shift_h = hd->shift_h, doff_w = hd->doff_w;
         const uint32_t box = smem_addr(st);
         const uint32_t wts = box + p.box_bytes;
-        // One flat loop over (H tap, W tap, MMA K step), not unrolled, with a fence per
-        // iteration: ptxas serializes wgmma in runtime loops otherwise (C7519).
+        // The stage's (H tap, W tap, MMA K step) in batches of kBatch: one fence, then the
+        // batch's wgmma back to back, each with descriptors in registers of its own. (A
+        // loop of single wgmma needs a fence per iteration, ptxas inserts one otherwise,
+        // C7519, and a fence waits for the wgmma before it: serialized.)
         const int count = hcnt * cw * ksteps;
         int i = 0, jw = 0, ks = 0;
         uint32_t wt = wts;
-#pragma unroll 1
-        for (int it = 0; it < count; ++it) {
-          const uint32_t shift = uint32_t((hcnt - 1 - i) * shift_h + (cw - 1 - jw) * doff_w);
+        for (int it = 0; it < count; it += kBatch) {
+          uint64_t da[kBatch], db[kBatch];
+#pragma unroll
+          for (int u = 0; u < kBatch; ++u) {
+            const uint32_t shift = uint32_t((hcnt - 1 - i) * shift_h + (cw - 1 - jw) * doff_w);
+            da[u] = wgmma_desc(wt);
+            db[u] = desc_x(box + shift * row_bytes + 32 * ks, row_bytes);
+            wt += 2048;
+            if (++ks == ksteps) {
+              ks = 0;
+              if (++jw == cw) {
+                jw = 0;
+                ++i;
+              }
+            }
+          }
+          const int left = count - it;
           wgmma_fence();
-          WgmmaSS<T, N>::run(acc, wgmma_desc(wt),
-                             desc_x(box + shift * row_bytes + 32 * ks, row_bytes, base_offset),
-                             accumulate);
-          accumulate = 1;
-          wt += 2048;
-          if (++ks == ksteps) {
-            ks = 0;
-            if (++jw == cw) {
-              jw = 0;
-              ++i;
+          if (left >= kBatch) {
+#pragma unroll
+            for (int u = 0; u < kBatch; ++u) {
+              WgmmaSS<T, N>::run(acc, da[u], db[u], accumulate);
+              accumulate = 1;
+            }
+          } else {
+#pragma unroll
+            for (int u = 0; u < kBatch - 1; ++u) {
+              if (u < left) {
+                WgmmaSS<T, N>::run(acc, da[u], db[u], accumulate);
+                accumulate = 1;
+              }
             }
           }
         }
