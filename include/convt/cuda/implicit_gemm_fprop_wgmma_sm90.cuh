@@ -338,9 +338,15 @@ __global__ void __launch_bounds__(kThreads, 2)
     int stage = 0;
     uint32_t parity = 0;
     const int tmax_hw = p.tmax[1] * p.tmax[2];
+    // The next tile's index is asked for one tile ahead (an atomic's round trip is long),
+    // and a phase's taps are recomputed only when the phase changes.
+    int next = atomicAdd(p.counter, 1);
+    int last_ph = -1;
+    PhaseTaps td{}, th{}, tw{};
     for (;;) {
-      const int t = atomicAdd(p.counter, 1);
+      const int t = next;
       if (t >= p.tiles) break;
+      next = atomicAdd(p.counter, 1);
       int r = t;
       const int cot = r % p.co_tiles; r /= p.co_tiles;
       const int ph = r % p.phases; r /= p.phases;
@@ -356,9 +362,12 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int rows = min(p.rows, phase_extent(p.out[1], p.stride[1], rh) - qh0);
       const int cols = min(p.wv, phase_extent(p.out[2], p.stride[2], rw) - qw0);
       if (rows <= 0 || cols <= 0) continue;
-      const PhaseTaps td = phase_taps(rd, p.stride[0], p.pad[0], p.dil[0], p.k[0]);
-      const PhaseTaps th = phase_taps(rh, p.stride[1], p.pad[1], p.dil[1], p.k[1]);
-      const PhaseTaps tw = phase_taps(rw, p.stride[2], p.pad[2], p.dil[2], p.k[2]);
+      if (ph != last_ph) {
+        td = phase_taps(rd, p.stride[0], p.pad[0], p.dil[0], p.k[0]);
+        th = phase_taps(rh, p.stride[1], p.pad[1], p.dil[1], p.k[1]);
+        tw = phase_taps(rw, p.stride[2], p.pad[2], p.dil[2], p.k[2]);
+        last_ph = ph;
+      }
       const bool mma = td.count > 0 && th.count > 0 && tw.count > 0;
       const int hblocks = mma ? (th.count + p.hb - 1) / p.hb : 0;
       const int steps = mma ? td.count * hblocks * p.cblocks : 1;
@@ -440,11 +449,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   // outside the K-step loop: anything else makes ptxas serialize the wgmma, C7520).
   for (;;) {
     mbar_wait(full0 + 8 * stage, parity);
-    const int flags = __shfl_sync(
-        0xffffffffu, reinterpret_cast<const StageHeader*>(headers + stage * kHeaderBytes)->flags, 0);
+    // Header fields are read by lane 0 and broadcast: only the lane that releases a stage
+    // reads it, so that the release orders every read before the producer's next writes.
+    const StageHeader* h0 = reinterpret_cast<const StageHeader*>(headers + stage * kHeaderBytes);
+    const int flags = __shfl_sync(0xffffffffu, lane == 0 ? h0->flags : 0, 0);
     if (flags & kEnd) break;
-    const int steps = __shfl_sync(
-        0xffffffffu, reinterpret_cast<const StageHeader*>(headers + stage * kHeaderBytes)->steps, 0);
+    const int steps = __shfl_sync(0xffffffffu, lane == 0 ? h0->steps : 0, 0);
     const bool has_mma = !(flags & kNoMma);
     int accumulate = 0;  // the tile's first MMA overwrites the accumulators (scale-d 0)
     int prev = -1;
@@ -453,9 +463,10 @@ __global__ void __launch_bounds__(kThreads, 2)
       const unsigned char* st = stages + size_t(stage) * p.stage_bytes;
       const StageHeader* hd = reinterpret_cast<const StageHeader*>(headers + stage * kHeaderBytes);
       if (has_mma) {
-        const int hcnt = __shfl_sync(0xffffffffu, hd->hcnt, 0);
-        const int cw = __shfl_sync(0xffffffffu, hd->cw, 0);
-        const int shift_h = hd->shift_h, doff_w = hd->doff_w;
+        const int hcnt = __shfl_sync(0xffffffffu, lane == 0 ? hd->hcnt : 0, 0);
+        const int cw = __shfl_sync(0xffffffffu, lane == 0 ? hd->cw : 0, 0);
+        const int shift_h = __shfl_sync(0xffffffffu, lane == 0 ? hd->shift_h : 0, 0);
+        const int doff_w = __shfl_sync(0xffffffffu, lane == 0 ? hd->doff_w : 0, 0);
         const uint32_t box = smem_addr(st);
         const uint32_t wts = box + p.box_bytes;
         // The stage's (H tap, W tap, MMA K step) in batches of kBatch: one fence, then the
