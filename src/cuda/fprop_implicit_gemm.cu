@@ -443,12 +443,28 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
 
   // The TMA-fed kernel: tile of 128 positions x BN channels x BK input channels. Its packed
   // weight (channels padded to BK and BN <= 64) never exceeds the workspace above.
-  // The persistent wgmma kernel (sm_90a), ahead of the others where it can run.
+  // The persistent wgmma kernel (sm_90a). Its fixed costs per tile and per K step (the
+  // producer's stages, the epilogue) are paid back by deep K loops, and its 64-channel
+  // tile wastes MMA work on narrow groups: measured on an H200 (docs/kernels.md) it is
+  // ahead of the TMA kernel where a phase has at least 24 taps, or at least 15 with 48 or
+  // more output channels per group, and behind it elsewhere. The dispatcher picks it
+  // there; CONVT_FORWARD_KERNEL=implicit_gemm_wgmma asks for it anywhere.
   if (opt.forward_kernel == ForwardKernel::kAuto ||
-      opt.forward_kernel == ForwardKernel::kImplicitGemmWgmma)
+      opt.forward_kernel == ForwardKernel::kImplicitGemmWgmma) {
+    const std::size_t mma_workspace = plan.workspace_bytes;
     plan_wgmma_tile(p, plan);
-  else
+    if (plan.wg && opt.forward_kernel == ForwardKernel::kAuto) {
+      const int64_t taps = int64_t(plan.wg_tmax[0]) * plan.wg_tmax[1] * plan.wg_tmax[2];
+      if (!(taps >= 24 || (taps >= 15 && cog >= 48))) {
+        plan.wg = false;
+        plan.workspace_bytes = mma_workspace;
+        plan.wg_reason = detail::str_cat(taps, " taps per phase and ", cog,
+                                         " output channels per group: the TMA kernel is faster");
+      }
+    }
+  } else {
     plan.wg_reason = "another kernel requested";
+  }
   if (opt.forward_kernel == ForwardKernel::kAuto ||
       opt.forward_kernel == ForwardKernel::kImplicitGemmTma ||
       opt.forward_kernel == ForwardKernel::kImplicitGemmWgmma) {

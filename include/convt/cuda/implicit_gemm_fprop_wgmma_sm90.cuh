@@ -541,9 +541,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       info->cols = hd->cols;
       info->col_step = hd->col_step;
     }
-    __syncwarp();
+    named_sync_consumers();  // every read of the header is done: release its stage
     if (lane == 0) mbar_arrive(empty0 + 8 * prev);
-    named_sync_consumers();
     // Epilogue: warp w owns channels 16w .. 16w + 15 (rows 16w + 8h + g of the
     // accumulators), stages them 64 positions at a time and stores each channel's
     // positions two per lane.
