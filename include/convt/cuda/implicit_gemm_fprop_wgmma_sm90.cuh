@@ -39,9 +39,9 @@
 // a header (what the consumers need to know), the box of a K step (D tap, block of H
 // taps, block of bk channels) and its weight tiles, completing on the stage's "full"
 // mbarrier. It runs ahead into the next tile while the consumers finish one. The
-// consumers issue, per K step, one m64 x N wgmma per (H tap, W tap, 16 bytes x 2 of
+// consumers issue, per K step, one m64 x N wgmma per (H tap, W tap, 32 bytes of
 // channels), keep one K step in flight and release the previous stage ("empty",
-// one arrival per warp). At a tile's last K step they wait for all of it, copy the
+// one arrival per consumer thread). At a tile's last K step they wait for all of it, copy the
 // header's output description, release the stage, and run the epilogue: each warp
 // stages its own 16 channels x 64 positions through shared memory and stores them along
 // the positions (two elements per lane), adding the bias. Another block on the same
@@ -326,7 +326,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.stages; ++s) {
       mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, 4);
+      mbar_init(empty0 + 8 * s, 128);  // every consumer thread releases (racecheck sees it)
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -513,10 +513,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         wgmma_commit();
       }
       wgmma_wait<1>();  // the previous K step's MMAs are done: release its stage
-      if (prev >= 0) {
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty0 + 8 * prev);
-      }
+      if (prev >= 0) mbar_arrive(empty0 + 8 * prev);
       prev = stage;
       if (++stage == p.stages) {
         stage = 0;
@@ -542,7 +539,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       info->col_step = hd->col_step;
     }
     named_sync_consumers();  // every read of the header is done: release its stage
-    if (lane == 0) mbar_arrive(empty0 + 8 * prev);
+    mbar_arrive(empty0 + 8 * prev);
     // Epilogue: warp w owns channels 16w .. 16w + 15 (rows 16w + 8h + g of the
     // accumulators), stages them 64 positions at a time and stores each channel's
     // positions two per lane.
