@@ -12,6 +12,7 @@
 #   bash scripts/gpu_check.sh install tile-sweep   # the TMA kernel's tiles against its planner
 #   bash scripts/gpu_check.sh build install wgmma   # the TMA kernel on wgmma: tests, sanitizers, timing
 #   bash scripts/gpu_check.sh install owners   # tap-less W phases by their owners, on and off
+#   bash scripts/gpu_check.sh build wg-test wg-sanitize install wg-bench   # the persistent wgmma kernel
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side, compared case by case with BENCH_BASELINE, by default
@@ -145,6 +146,31 @@ if has wgmma; then
   step wgmma-bench env CONVT_TMA_MMA=wgmma python3 -m convt bench --dtype fp32,bf16 \
     --math default --json "$OUT/bench-wgmma.json" -q
   grep -E "geomean" "$OUT/wgmma-bench-mma.log" "$OUT/wgmma-bench.log" | tee -a "$SUMMARY"
+fi
+if has wg-test; then
+  # The persistent wgmma kernel's tests (CudaWgmmaPath: every TMA case and its own).
+  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*'
+  grep -E "PASSED|FAILED" "$OUT/wg-test.log" | tail -12 | tee -a "$SUMMARY"
+  if [ -n "${WG_TEST_ENV:-}" ]; then  # the same tests again with one more setting
+    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*'
+    grep -E "PASSED|FAILED" "$OUT/wg-test-env.log" | tail -12 | tee -a "$SUMMARY"
+  fi
+fi
+if has wg-sanitize; then
+  for tool in memcheck racecheck initcheck; do
+    step "wg-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*'
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
+  done
+fi
+if has wg-bench; then
+  # fp32 (TF32) and bf16 forward: the default dispatch (the wgmma kernel where it runs)
+  # against the TMA kernel (CONVT_FORWARD_KERNEL=implicit_gemm_tma), 10 runs a side.
+  step wg-bench python3 -m convt bench --dtype fp32,bf16 --math default --reps 10 \
+    --json "$OUT/bench-wg.json" -q
+  step wg-bench-tma env CONVT_FORWARD_KERNEL=implicit_gemm_tma python3 -m convt bench \
+    --dtype fp32,bf16 --math default --reps 10 --json "$OUT/bench-tma.json" -q
+  grep -E "geomean" "$OUT/wg-bench.log" "$OUT/wg-bench-tma.log" | tee -a "$SUMMARY"
 fi
 if has owners; then
   # Every W phase running (the default) against tap-less W phases written by their owners

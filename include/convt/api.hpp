@@ -43,6 +43,7 @@ enum class ForwardKernel : int8_t {
   kImplicitGemm = 2,      // tensor cores, one input gather per tap
   kImplicitGemmHalo = 3,  // tensor cores, input strips shared by the taps along W
   kImplicitGemmTma = 4,   // tensor cores, input tiles by TMA (sm_90 and newer)
+  kImplicitGemmWgmma = 5, // persistent wgmma kernel, input copied into TMA tiles (sm_90a)
 };
 
 struct ExecOptions {

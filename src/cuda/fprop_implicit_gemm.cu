@@ -13,6 +13,7 @@
 #include "convt/cuda/implicit_gemm_fprop_halo_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_tma_sm90.cuh"
+#include "convt/cuda/implicit_gemm_fprop_wgmma_sm90.cuh"
 #include "cuda_util.hpp"
 #include "fprop_launch.hpp"
 #include "log.hpp"
@@ -254,6 +255,7 @@ ForwardKernel forward_kernel_from_env() {
     if (s == "implicit_gemm") return ForwardKernel::kImplicitGemm;
     if (s == "implicit_gemm_halo") return ForwardKernel::kImplicitGemmHalo;
     if (s == "implicit_gemm_tma") return ForwardKernel::kImplicitGemmTma;
+    if (s == "implicit_gemm_wgmma") return ForwardKernel::kImplicitGemmWgmma;
     return ForwardKernel::kAuto;
   }();
   return kernel;
@@ -276,6 +278,130 @@ std::array<int, 2> tma_tile_from_env() {
 }
 
 }  // namespace
+
+// CONVT_WG_HB=h / CONVT_WG_BK=c: H taps and channels per K step of the wgmma kernel where
+// they fit (for measuring its planner); 0: the planner's choice.
+static int wg_env_int(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : 0;
+}
+
+// The wgmma kernel's tile for p (see ImplicitGemmFpropPlan::wg and the kernel's header).
+static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
+  auto no = [&](std::string why) {
+    plan.wg = false;
+    plan.wg_reason = std::move(why);
+  };
+  if (plan.split) return no("strict float32 (split TF32) runs on mma.sync");
+  const int64_t e = dtype_size(p.dtype), kc = 16 / e;
+  const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
+  const Dims q = phase0_positions(p);
+  int64_t tmax[3], doff[3];
+  for (int d = 0; d < 3; ++d) {
+    int64_t a = p.stride[d], b = p.dilation[d];
+    while (b != 0) {
+      const int64_t t = a % b;
+      a = b;
+      b = t;
+    }
+    const int64_t step = p.stride[d] / a;
+    tmax[d] = (p.kernel_size[d] + step - 1) / step;
+    doff[d] = step * p.dilation[d] / p.stride[d];
+  }
+  const int64_t halo_w = (tmax[2] - 1) * doff[2];
+  if (halo_w > 248) return no("the W taps' input window is wider than a TMA box");
+  // N and the box: the most valid outputs per computed position; of those within 1% of
+  // the best, the largest N (fewer tiles).
+  int best_n = 0;
+  int64_t best_wv = 0, best_rows = 0;
+  double best_used = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    const double top = best_used;
+    for (int i = 0; i < wg::kNumN; ++i) {
+      const int64_t n = wg::n_choice(i);
+      int64_t wv = q[2], segs = 1;
+      if (q[2] + halo_w > n) {
+        const int64_t span = n - halo_w;
+        if (span < 8) continue;
+        segs = (q[2] + span - 1) / span;
+        wv = (q[2] + segs - 1) / segs;
+      }
+      const int64_t wbox = wv + halo_w;
+      const int64_t rows = std::min<int64_t>({n / wbox, q[1], int64_t(wg::kMaxRows)});
+      const int64_t row_groups = (q[1] + rows - 1) / rows;
+      const double used = double(q[1] * q[2]) / double(row_groups * segs * n);
+      if (pass == 0) {
+        best_used = std::max(best_used, used);
+      } else if (used >= 0.99 * top) {
+        best_n = int(n);  // ascending n: the last one kept is the largest
+        best_wv = wv;
+        best_rows = rows;
+        best_used = used;
+      }
+    }
+  }
+  if (best_n == 0) return no("the W taps' input window leaves no tile");
+  const int64_t wbox = best_wv + halo_w;
+  // The K step: the widest channel block (box rows of 128, 64 or 32 bytes: wider rows
+  // move faster through TMA) that pads the group's channels by at most 1/8 and leaves
+  // three stages (else two), with as many H taps as fit; the box holds the rows of every
+  // H tap of the step.
+  const int64_t cig_min = (cig + 2 * kc - 1) / (2 * kc) * (2 * kc);
+  const int hb_env = wg_env_int("CONVT_WG_HB"), bk_env = wg_env_int("CONVT_WG_BK");
+  bool found = false;
+  for (int min_stages : {3, 2}) {
+    for (int64_t bk : {8 * kc, 4 * kc, 2 * kc}) {
+      if (found) break;
+      if ((cig + bk - 1) / bk * bk * 8 > cig_min * 9) continue;
+      if (bk_env > 0 && bk != bk_env) continue;
+      for (int64_t hb = tmax[1]; hb >= 1; --hb) {
+        if (hb_env > 0 && hb != std::min<int64_t>(hb_env, tmax[1])) continue;
+        const int64_t hbox = best_rows + (hb - 1) * doff[1];
+        if (hbox > 256) continue;
+        const int64_t box = hbox * wbox * bk * e;
+        const int64_t wbytes = hb * tmax[2] * wg::kM * bk * e;
+        const int64_t stage = (box + wbytes + 1023) / 1024 * 1024;
+        const int64_t stages = std::min<int64_t>(wg::kMaxStages, wg::kStageBudget / stage);
+        if (stages < min_stages) continue;
+        plan.wg_hb = int(hb);
+        plan.wg_bk = int(bk);
+        plan.wg_hbox = int(hbox);
+        plan.wg_box_bytes = int(box);
+        plan.wg_stage_bytes = int(stage);
+        plan.wg_stages = int(stages);
+        found = true;
+        break;
+      }
+    }
+    if (found) break;
+  }
+  if (!found) return no("the K step's input box and weight tiles leave no two stages");
+  plan.wg_n = best_n;
+  plan.wg_wv = int(best_wv);
+  plan.wg_wbox = int(wbox);
+  plan.wg_rows = int(best_rows);
+  plan.wg_used = best_used;
+  for (int d = 0; d < 3; ++d) plan.wg_tmax[d] = int(tmax[d]);
+  plan.wg_cblocks = int((cig + plan.wg_bk - 1) / plan.wg_bk);
+  const int64_t co_tiles = (cog + wg::kM - 1) / wg::kM;
+  const int64_t phases = p.stride[0] * p.stride[1] * p.stride[2];
+  const int64_t segs = (q[2] + best_wv - 1) / best_wv;
+  const int64_t row_groups = (q[1] + best_rows - 1) / best_rows;
+  const int64_t tiles = p.groups * co_tiles * phases * p.batch * q[0] * row_groups * segs;
+  if (tiles > INT_MAX - (int64_t(1) << 22)) return no("too many tiles");
+  const int64_t chunks = int64_t(plan.wg_cblocks) * plan.wg_bk / kc;
+  if (p.batch * p.groups * plan.wg_cblocks >= (int64_t(1) << 31))
+    return no("too many channel blocks for a tensor map");
+  plan.wg_tiles = tiles;
+  const int64_t wbytes = p.groups * co_tiles * phases * tmax[0] * plan.wg_cblocks * tmax[1] *
+                         tmax[2] * wg::kM * plan.wg_bk * e;
+  const int64_t xbytes = p.batch * p.groups * chunks * 16 * p.input_size[0] * p.input_size[1] *
+                         p.input_size[2];
+  plan.wg_xt_offset = std::size_t(round_up(wbytes, 256));
+  plan.wg_counter_offset = std::size_t(round_up(int64_t(plan.wg_xt_offset) + xbytes, 256));
+  plan.wg = true;
+  plan.workspace_bytes = std::max(plan.workspace_bytes, plan.wg_counter_offset + 256);
+}
 
 ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptions& options) {
   ExecOptions opt = options;
@@ -317,8 +443,31 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
 
   // The TMA-fed kernel: tile of 128 positions x BN channels x BK input channels. Its packed
   // weight (channels padded to BK and BN <= 64) never exceeds the workspace above.
+  // The persistent wgmma kernel (sm_90a). Its fixed costs per tile and per K step (the
+  // producer's stages, the epilogue) are paid back by deep K loops, and its 64-channel
+  // tile wastes MMA work on narrow groups: measured on an H200 (docs/kernels.md) it is
+  // ahead of the TMA kernel where a phase has at least 24 taps, or at least 15 with 48 or
+  // more output channels per group, and behind it elsewhere. The dispatcher picks it
+  // there; CONVT_FORWARD_KERNEL=implicit_gemm_wgmma asks for it anywhere.
   if (opt.forward_kernel == ForwardKernel::kAuto ||
-      opt.forward_kernel == ForwardKernel::kImplicitGemmTma) {
+      opt.forward_kernel == ForwardKernel::kImplicitGemmWgmma) {
+    const std::size_t mma_workspace = plan.workspace_bytes;
+    plan_wgmma_tile(p, plan);
+    if (plan.wg && opt.forward_kernel == ForwardKernel::kAuto) {
+      const int64_t taps = int64_t(plan.wg_tmax[0]) * plan.wg_tmax[1] * plan.wg_tmax[2];
+      if (!(taps >= 24 || (taps >= 15 && cog >= 48))) {
+        plan.wg = false;
+        plan.workspace_bytes = mma_workspace;
+        plan.wg_reason = detail::str_cat(taps, " taps per phase and ", cog,
+                                         " output channels per group: the TMA kernel is faster");
+      }
+    }
+  } else {
+    plan.wg_reason = "another kernel requested";
+  }
+  if (opt.forward_kernel == ForwardKernel::kAuto ||
+      opt.forward_kernel == ForwardKernel::kImplicitGemmTma ||
+      opt.forward_kernel == ForwardKernel::kImplicitGemmWgmma) {
     // Split TF32 fits the kernel's 128 registers only with the 32-channel tile.
     plan.tma_bn = cog > 32 && !plan.split ? 64 : 32;
     plan.tma_bk = plan.block_k;
@@ -385,7 +534,9 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
       plan.tma_reason = "grid too large";
     else
       plan.tma = true;
-    if (opt.forward_kernel == ForwardKernel::kImplicitGemmTma) return plan;
+    if (opt.forward_kernel == ForwardKernel::kImplicitGemmTma ||
+        opt.forward_kernel == ForwardKernel::kImplicitGemmWgmma)
+      return plan;
   } else {
     plan.tma_reason = "another kernel requested";
   }
@@ -476,6 +627,67 @@ std::string describe_tma(const ImplicitGemmFpropPlan& plan, const Problem& p) {
                          plan.workspace_bytes, " B");
 }
 
+// Whether `device` runs the wgmma kernel: compute capability 9.0 exactly (its code is
+// sm_90a) and a build that holds that code. Cached per device.
+bool wgmma_supported(int device) {
+  static std::atomic<int> state[64] = {};  // 0 unknown, 1 yes, 2 no
+  std::atomic<int>* cached = device >= 0 && device < 64 ? &state[device] : nullptr;
+  int v = cached ? cached->load(std::memory_order_relaxed) : 0;
+  if (v == 0) {
+    int major = 0, minor = 0;
+    bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
+                  cudaSuccess &&
+              cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) ==
+                  cudaSuccess &&
+              major == 9 && minor == 0;
+    ok = ok && wgmma_kernel_binary_version() == 90 && encode_tiled_fn() != nullptr;
+    (void)cudaGetLastError();
+    v = ok ? 1 : 2;
+    if (cached) cached->store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+// The tensor map of the wgmma kernel's input copy xt ([N*G][cblocks][D][H][W][bk], see
+// implicit_gemm_fprop_wgmma_sm90.cuh): dims (bk, W, H, D, N*G*cblocks), box (bk, wbox,
+// hbox, 1, 1), swizzled in the row's width (32, 64 or 128 bytes), zeros out of bounds.
+void make_xt_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,
+                        void* xt) {
+  const int64_t e = dtype_size(p.dtype);
+  const int64_t row = int64_t(plan.wg_bk) * e;  // bytes of a position's channel block
+  const cuuint64_t dims[5] = {cuuint64_t(plan.wg_bk), cuuint64_t(p.input_size[2]),
+                              cuuint64_t(p.input_size[1]), cuuint64_t(p.input_size[0]),
+                              cuuint64_t(p.batch * p.groups * plan.wg_cblocks)};
+  const cuuint64_t wrow = cuuint64_t(row) * cuuint64_t(p.input_size[2]);
+  const cuuint64_t plane = wrow * cuuint64_t(p.input_size[1]);
+  const cuuint64_t gstrides[4] = {cuuint64_t(row), wrow, plane, plane * cuuint64_t(p.input_size[0])};
+  const cuuint32_t box[5] = {cuuint32_t(plan.wg_bk), cuuint32_t(plan.wg_wbox),
+                             cuuint32_t(plan.wg_hbox), 1, 1};
+  const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
+  CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  if (p.dtype == DType::kFloat16) type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  if (p.dtype == DType::kBFloat16) type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUtensorMapSwizzle swizzle = row == 128 ? CU_TENSOR_MAP_SWIZZLE_128B
+                                     : row == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                 : CU_TENSOR_MAP_SWIZZLE_32B;
+  const CUresult r = encode_tiled_fn()(map, type, 5, xt, dims, gstrides, box, estr,
+                                       CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error(detail::str_cat("convt: cuTensorMapEncodeTiled rejected the wgmma input copy (",
+                                int(r), ")"));
+}
+
+std::string describe_wgmma(const ImplicitGemmFpropPlan& plan) {
+  return detail::str_cat(
+      "implicit-GEMM wgmma persistent, tile 64 channels x ", plan.wg_n, " positions (",
+      plan.wg_rows, " rows x ", plan.wg_wv, " of a ", plan.wg_hbox, "x", plan.wg_wbox,
+      " box, ", int(plan.wg_used * 100 + 0.5), "% used), K step ", plan.wg_bk,
+      " channels x ", plan.wg_hb, " H taps x ", plan.wg_tmax[2], " W taps, ", plan.wg_stages,
+      " stages, workspace ", plan.workspace_bytes, " B");
+}
+
 std::string describe_fallback(const ImplicitGemmFpropPlan& plan, const std::string& why) {
   return detail::str_cat(plan.describe(), " (TMA kernel not used: ", why, ")");
 }
@@ -485,6 +697,7 @@ std::string describe_fallback(const ImplicitGemmFpropPlan& plan, const std::stri
 std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                          const TensorRef& x, int device) {
   if (!plan.usable) return plan.describe();
+  if (plan.wg && wgmma_supported(device)) return describe_wgmma(plan);
   alignas(64) CUtensorMap map;
   std::string why;
   if (choose_tma(plan, p, x, device, &map, &why)) return describe_tma(plan, p);
@@ -501,6 +714,22 @@ std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Pro
               "convt: the workspace must be 16-byte aligned");
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  if (plan.wg && wgmma_supported(device)) {
+    const WgmmaMapFn encode = [&](CUtensorMap* m, void* xt) { make_xt_tensor_map(m, plan, p, xt); };
+    switch (p.dtype) {
+      case DType::kFloat32:
+        launch_fprop_wgmma<float>(plan, p, x, w, b, y, opt, device, encode);
+        break;
+      case DType::kFloat16:
+        launch_fprop_wgmma<__half>(plan, p, x, w, b, y, opt, device, encode);
+        break;
+      case DType::kBFloat16:
+        launch_fprop_wgmma<__nv_bfloat16>(plan, p, x, w, b, y, opt, device, encode);
+        break;
+      default: throw Error("convt: implicit-GEMM forward called for an unsupported dtype");
+    }
+    return describe ? describe_wgmma(plan) : std::string();
+  }
   alignas(64) CUtensorMap map;
   std::string why;
   if (choose_tma(plan, p, x, device, &map, &why)) {

@@ -29,6 +29,19 @@ struct ImplicitGemmFpropPlan {
   int tma_bn = 0, tma_bk = 0;
   int tma_row_bytes = 0;  // bytes of a box row: the windows of every W tap of a phase
   int tma_w_taps = 0;     // W taps of the widest phase (weight tiles per stage)
+  // The persistent wgmma kernel (sm_90a; float16, bfloat16, float32 as TF32): tile of 64
+  // channels x wg_n positions, wg_rows output rows of wg_wv columns in a box of wg_hbox x
+  // wg_wbox input positions; K steps of wg_bk channels and up to wg_hb H taps.
+  bool wg = false;
+  std::string wg_reason;  // why not, when !wg
+  int wg_n = 0, wg_bk = 0, wg_cblocks = 0, wg_hb = 0;
+  int wg_wbox = 0, wg_hbox = 0, wg_rows = 0, wg_wv = 0;
+  int wg_tmax[3] = {0, 0, 0};
+  int64_t wg_tiles = 0;
+  int wg_stages = 0, wg_stage_bytes = 0, wg_box_bytes = 0;
+  double wg_used = 0;  // valid outputs / computed positions
+  // Workspace: packed weight at 0, the input copy at wg_xt_offset, the tile counter.
+  std::size_t wg_xt_offset = 0, wg_counter_offset = 0;
   std::string describe() const;
 };
 

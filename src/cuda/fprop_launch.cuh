@@ -12,6 +12,7 @@
 #include "convt/cuda/implicit_gemm_fprop_halo_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_tma_sm90.cuh"
+#include "convt/cuda/implicit_gemm_fprop_wgmma_sm90.cuh"
 #include "cuda_util.hpp"
 #include "fprop_launch.hpp"
 
@@ -268,7 +269,142 @@ void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
   }
 }
 
+// ---------------------------------------------------------------------------------------
+// The persistent wgmma kernel (convt/cuda/implicit_gemm_fprop_wgmma_sm90.cuh)
+// ---------------------------------------------------------------------------------------
+
+template <typename T, int N>
+void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
+                    cudaStream_t stream, int device) {
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem(wg::fprop_wgmma_kernel<T, N>, wg::kBlockSmem, device, smem_set);
+  // Persistent: as many blocks as are resident at once, at most one per tile.
+  static std::atomic<int> cached_sms{0};
+  int sms = cached_sms.load(std::memory_order_relaxed);
+  if (sms == 0) {
+    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+               "cudaDeviceGetAttribute");
+    cached_sms.store(sms, std::memory_order_relaxed);
+  }
+  int per_sm = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wg::fprop_wgmma_kernel<T, N>,
+                                                           wg::kThreads, smem),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  const int64_t blocks = std::min<int64_t>(fp.tiles, int64_t(sms) * std::max(per_sm, 1));
+  wg::fprop_wgmma_kernel<T, N><<<static_cast<unsigned>(blocks), wg::kThreads, smem, stream>>>(map, fp);
+  check_cuda(cudaGetLastError(), "implicit-GEMM (wgmma) forward launch");
+}
+
 }  // namespace fprop_detail
+
+// The plan's wgmma launch: packs the weight and copies the input into the workspace (see
+// wgmma_workspace), then runs the kernel on the tensor map `encode` makes of the copy.
+template <typename T>
+void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
+                        const TensorRef& w, const TensorRef* b, const TensorRef& y,
+                        const ExecOptions& opt, int device, const WgmmaMapFn& encode) {
+  using namespace fprop_detail;
+  unsigned char* ws = static_cast<unsigned char*>(opt.workspace);
+  void* wp = ws;
+  void* xt = ws + plan.wg_xt_offset;
+  int* counter = reinterpret_cast<int*>(ws + plan.wg_counter_offset);
+  const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
+
+  wg::PackParams pk{};
+  pk.w = w.data;
+  pk.wp = wp;
+  for (int d = 0; d < 5; ++d) pk.w_str[d] = w.strides[d];
+  pk.groups = int(p.groups);
+  pk.cig = int(cig);
+  pk.cog = int(cog);
+  pk.co_tiles = int((cog + wg::kM - 1) / wg::kM);
+  pk.cblocks = plan.wg_cblocks;
+  pk.bk = plan.wg_bk;
+  for (int d = 0; d < 3; ++d) {
+    pk.k[d] = int(p.kernel_size[d]);
+    pk.stride[d] = int(p.stride[d]);
+    pk.pad[d] = int(p.padding[d]);
+    pk.dil[d] = int(p.dilation[d]);
+    pk.tmax[d] = plan.wg_tmax[d];
+  }
+  const int64_t packed = wg::packed_weight_elems(pk);
+  const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
+  wg::pack_weight_wgmma_kernel<T><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
+  check_cuda(cudaGetLastError(), "pack_weight_wgmma_kernel launch");
+
+  wg::TransposeParams tp{};
+  tp.x = x.data;
+  tp.xt = xt;
+  for (int d = 0; d < 5; ++d) tp.x_str[d] = x.strides[d];
+  tp.batch = int(p.batch);
+  tp.groups = int(p.groups);
+  tp.cig = int(cig);
+  tp.cblocks = plan.wg_cblocks;
+  tp.bk = plan.wg_bk;
+  for (int d = 0; d < 3; ++d) tp.in[d] = int(p.input_size[d]);
+  const int64_t vecs = int64_t(tp.batch) * tp.groups * tp.cblocks * (tp.bk / wg::Kc<T>::value) *
+                       tp.in[0] * tp.in[1] * tp.in[2];
+  const int64_t tblocks = std::min<int64_t>((vecs + 255) / 256, int64_t(1) << 20);
+  wg::transpose_input_kernel<T><<<static_cast<unsigned>(tblocks), 256, 0, opt.stream>>>(tp);
+  check_cuda(cudaGetLastError(), "transpose_input_kernel launch");
+  check_cuda(cudaMemsetAsync(counter, 0, sizeof(int), opt.stream), "cudaMemsetAsync");
+
+  alignas(64) CUtensorMap map;
+  encode(&map, xt);
+
+  wg::Params fp{};
+  fp.wp = wp;
+  fp.bias = b ? b->data : nullptr;
+  fp.b_str = b ? b->strides[0] : 0;
+  fp.y = y.data;
+  for (int d = 0; d < 5; ++d) fp.y_str[d] = y.strides[d];
+  fp.counter = counter;
+  fp.batch = int(p.batch);
+  fp.groups = int(p.groups);
+  fp.cig = int(cig);
+  fp.cog = int(cog);
+  fp.co_tiles = pk.co_tiles;
+  fp.cblocks = plan.wg_cblocks;
+  fp.bk = plan.wg_bk;
+  const Dims out = p.output_sizes();
+  const Dims q = phase0_positions(p);
+  fp.phases = 1;
+  for (int d = 0; d < 3; ++d) {
+    fp.out[d] = int(out[d]);
+    fp.k[d] = pk.k[d];
+    fp.stride[d] = pk.stride[d];
+    fp.pad[d] = pk.pad[d];
+    fp.dil[d] = pk.dil[d];
+    fp.tmax[d] = plan.wg_tmax[d];
+    fp.q[d] = int(q[d]);
+    fp.phases *= fp.stride[d];
+  }
+  fp.wbox = plan.wg_wbox;
+  fp.hbox = plan.wg_hbox;
+  fp.rows = plan.wg_rows;
+  fp.wv = plan.wg_wv;
+  fp.hb = plan.wg_hb;
+  fp.row_groups = int((q[1] + plan.wg_rows - 1) / plan.wg_rows);
+  fp.col_segs = int((q[2] + plan.wg_wv - 1) / plan.wg_wv);
+  fp.tiles = int(plan.wg_tiles);
+  fp.stages = plan.wg_stages;
+  fp.stage_bytes = plan.wg_stage_bytes;
+  fp.box_bytes = plan.wg_box_bytes;
+  fp.tile_bytes = wg::kM * plan.wg_bk * int(sizeof(T));
+  fp.row_bytes = plan.wg_bk * int(sizeof(T));
+  const std::size_t smem = std::size_t(fp.stages) * fp.stage_bytes +
+                           wg::kMaxStages * wg::kHeaderBytes + wg::kEpiBytes + wg::kInfoBytes +
+                           wg::kBarrierBytes + 1024;
+  switch (plan.wg_n) {
+    case 128: launch_wgmma_n<T, 128>(fp, map, smem, opt.stream, device); break;
+    case 160: launch_wgmma_n<T, 160>(fp, map, smem, opt.stream, device); break;
+    case 192: launch_wgmma_n<T, 192>(fp, map, smem, opt.stream, device); break;
+    case 208: launch_wgmma_n<T, 208>(fp, map, smem, opt.stream, device); break;
+    case 224: launch_wgmma_n<T, 224>(fp, map, smem, opt.stream, device); break;
+    default: launch_wgmma_n<T, 256>(fp, map, smem, opt.stream, device); break;
+  }
+}
+
 
 template <typename T, bool kSplit>
 void launch_fprop_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUtensorMap& map,
@@ -298,3 +434,10 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
                                             const TensorRef&, const TensorRef&,            \
                                             const TensorRef*, const TensorRef&,            \
                                             const ExecOptions&)
+
+// The wgmma kernel's launch for T (float as TF32, __half, __nv_bfloat16), in one unit each.
+#define CONVT_INSTANTIATE_WGMMA_LAUNCH(T)                                                  \
+  template void launch_fprop_wgmma<T>(const ImplicitGemmFpropPlan&, const Problem&,        \
+                                      const TensorRef&, const TensorRef&, const TensorRef*,  \
+                                      const TensorRef&, const ExecOptions&, int,             \
+                                      const WgmmaMapFn&)

@@ -7,6 +7,7 @@
 #include <cuda.h>
 
 #include <cstddef>
+#include <functional>
 
 #include "convt/cuda/implicit_gemm_fprop_tma_sm90.cuh"
 #include "fprop_implicit_gemm.hpp"
@@ -31,6 +32,20 @@ template <typename T, bool kSplit>
 void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
                       const TensorRef& w, const TensorRef* b, const TensorRef& y,
                       const ExecOptions& opt);
+
+// Makes the tensor map of the wgmma kernel's input copy at `xt` (see launch_fprop_wgmma).
+using WgmmaMapFn = std::function<void(CUtensorMap*, void*)>;
+
+// The persistent wgmma kernel (sm_90a): packs the weight and copies the input into the
+// workspace, then runs it with the plan's tile.
+template <typename T>
+void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
+                        const TensorRef& w, const TensorRef* b, const TensorRef& y,
+                        const ExecOptions& opt, int device, const WgmmaMapFn& encode);
+
+// binaryVersion of the wgmma kernel's code in this build where it is sm_90a code that
+// loads on the current device, else 0.
+int wgmma_kernel_binary_version();
 
 // binaryVersion of the TMA kernel's code in this build (0 where the build has none that
 // loads on the current device).

@@ -5,6 +5,7 @@ namespace convt {
 namespace cuda {
 
 CONVT_INSTANTIATE_FPROP_LAUNCHES(__nv_bfloat16, false);
+CONVT_INSTANTIATE_WGMMA_LAUNCH(__nv_bfloat16);
 
 }  // namespace cuda
 }  // namespace convt

@@ -622,6 +622,88 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaOwners,
                                           quick_mode() ? 3 : 1),
                          tma_case_name);
 
+// ---------------------------------------------------------------------------------------
+// The persistent wgmma kernel (sm_90a builds on compute capability 9.0): every TMA case
+// plus tiles of its own kind: rows wider than a box (column segments), several output
+// rows per tile (each N it is built for), K steps that split the H taps, channel tiles
+// past 64, more tiles than resident blocks (the tile counter), channels_last input.
+// Strict float32 falls back to the TMA kernel's split TF32, and says so.
+// ---------------------------------------------------------------------------------------
+
+std::string wgmma_unavailable_reason() {
+  const std::string tma = tma_unavailable_reason();
+  if (!tma.empty()) return tma;
+  int major = 0, minor = 0;
+  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0),
+             "cudaDeviceGetAttribute");
+  cuda_check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0),
+             "cudaDeviceGetAttribute");
+  if (major != 9 || minor != 0) return "the wgmma kernel is sm_90a code (compute capability 9.0)";
+  return std::string();
+}
+
+std::vector<Case> wgmma_cases() {
+  std::vector<Case> v = tma_case_list();
+  auto add = [&](Problem p, Layout layout = Layout::kContiguous) { v.push_back({p, layout}); };
+  // 1-D rows longer than a box: column segments, the last one partial.
+  add(make_problem(1, 3, 24, 72, 1, {1000, 1, 1}, {3, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(1, 2, 16, 40, 1, {700, 1, 1}, {5, 1, 1}, {2, 1, 1}, {2, 0, 0}, {1, 0, 0},
+                   {3, 1, 1}, false));
+  // 2-D rows of 40..300 outputs: 1-6 output rows per tile, every N the planner can pick;
+  // seven H taps split over K steps with 48 input channels; 130 output channels.
+  for (int64_t w : {int64_t(38), int64_t(62), int64_t(100), int64_t(150), int64_t(298)})
+    add(make_problem(2, 2, 32, 48, 1, {9, w, 1}, {3, 3, 1}, {1, 1, 1}, {0, 1, 0}, {0, 0, 0},
+                     {1, 1, 1}, w % 4 == 2));
+  add(make_problem(2, 2, 48, 130, 1, {12, 50, 1}, {7, 5, 1}, {1, 1, 1}, {3, 2, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // More tiles than resident blocks: the persistent blocks take several tiles each.
+  add(make_problem(2, 8, 16, 64, 1, {40, 300, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(3, 4, 16, 32, 2, {10, 12, 20}, {3, 3, 3}, {2, 1, 2}, {1, 1, 1}, {1, 0, 1},
+                   {1, 1, 1}, true));
+  // channels_last input (the copy reads any strides).
+  add(make_problem(2, 2, 32, 64, 1, {10, 24, 1}, {3, 3, 1}, {2, 1, 1}, {1, 1, 0}, {1, 0, 0},
+                   {1, 1, 1}, true),
+      Layout::kChannelsLast);
+  return v;
+}
+
+const std::vector<Case>& wgmma_case_list() {
+  static const std::vector<Case> all = wgmma_cases();
+  return all;
+}
+
+class CudaWgmmaPath : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaPath, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const Case& c = wgmma_case_list()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(c.name());
+  for (const Precision& precision : kPrecisions) {
+    if (precision.dtype == DType::kFloat64) continue;
+    Problem p = c.problem;
+    p.dtype = precision.dtype;
+    ExecOptions opt;
+    opt.math = precision.math;
+    opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+    HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, c.layout);
+    DeviceTensor gx(x, nullptr);
+    const std::string what = convt::describe_forward(p, gx.ref, opt);
+    const bool split = p.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32;
+    EXPECT_NE(what.find(split ? "3xTF32" : "wgmma persistent"), std::string::npos)
+        << precision.name << ": " << what;
+    check_all_directions(c.problem, c.layout, precision, 15485863u * uint64_t(GetParam()) + 5,
+                         nullptr, false, ForwardKernel::kImplicitGemmWgmma);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaPath,
+                         ::testing::Range(0, static_cast<int>(wgmma_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         tma_case_name);
+
 // Layouts a tensor map cannot describe run the mma.sync kernels instead, and say so.
 TEST(CudaTmaPath, DeclinesLayoutsATensorMapCannotDescribe) {
   const std::string reason = tma_unavailable_reason();

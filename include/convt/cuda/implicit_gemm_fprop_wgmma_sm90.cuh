@@ -1,0 +1,600 @@
+// convt/cuda/implicit_gemm_fprop_wgmma_sm90.cuh — the persistent wgmma forward for Hopper
+// (sm_90a): TMA-fed, warp-specialised, both GEMM operands in shared memory.
+//
+// Same phase decomposition as the other implicit-GEMM kernels: per spatial dimension
+// with stride s, outputs o = q*s + r split into s phases r, and tap j of a phase reads input
+// position q + off0 - j*doff. Per (group, phase) the forward is the GEMM
+//
+//   C[co, n] = sum_{kk} W[co, kk] * X[kk, n]
+//     co  64 output channels of a channel tile                      (wgmma M = 64)
+//     n   N output positions of the phase                           (wgmma N, 128..256)
+//     kk  (D tap, H tap, W tap, input channel)                       (K)
+//
+// Two steps make every operand a plain K-major shared-memory tile:
+//
+//  1. The input is first copied (transpose_input_kernel) into the workspace in a blocked
+//     layout xt[n*G + g][c / bk][D][H][W][bk], bk = the K step's channels (32, 64 or 128
+//     bytes of them), channels padded with zeros to bk (float rounded to TF32 once, here).
+//     A TMA box of xt, [hbox rows][wbox columns][bk], written with the swizzle of its row
+//     width (32B, 64B or 128B), is then exactly wgmma's K-major swizzled layout for X, one
+//     row per position (stride byte offset 8 rows), each MMA K step 32 bytes further
+//     along the row. (Rows of 16 bytes, the unswizzled layout, make TMA slow: it moves a
+//     box row at a time.)
+//  2. Positions are flattened over the box: position n of a tile is box row n / wbox,
+//     column n % wbox. Tap (jh, jw) of the phase then reads rows n + shift with shift =
+//     (jh' * doff_h) * wbox + jw' * doff_w (jh', jw' counted from the last tap), so every
+//     tap of a K step is one descriptor offset into the same box: no gather, no copy, any
+//     shift (16-byte rows). The box holds R output rows of wv = wbox - halo_w valid
+//     columns plus their H and W halos; columns past wv and rows past R are computed and
+//     dropped (the planner picks N, R and wbox to waste little).
+//
+// Weights are repacked once per call (pack_weight_wgmma_kernel) per (group, channel
+// tile, phase, D tap, channel block), the (H tap, W tap) tiles of a K step adjacent, each
+// 64 x bk in the K-major core-matrix layout: one bulk copy per K step.
+//
+// Roles (160 threads): warps 0-3 are the consumer warpgroup, warp 4's first lane the
+// producer. The grid is persistent (as many blocks as are resident, two per
+// multiprocessor); the producer takes tiles from a global counter (one atomic per tile,
+// which balances phases of unequal work), decodes them, and fills a ring of stages, each
+// a header (what the consumers need to know), the box of a K step (D tap, block of H
+// taps, block of bk channels) and its weight tiles, completing on the stage's "full"
+// mbarrier. It runs ahead into the next tile while the consumers finish one. The
+// consumers issue, per K step, one m64 x N wgmma per (H tap, W tap, 32 bytes of
+// channels), keep one K step in flight and release the previous stage ("empty",
+// one arrival per consumer thread). At a tile's last K step they wait for all of it, copy the
+// header's output description, release the stage, and run the epilogue: each warp
+// stages its own 16 channels x 64 positions through shared memory and stores them along
+// the positions (two elements per lane), adding the bias. Another block on the same
+// multiprocessor runs its MMAs meanwhile.
+//
+// The header needs only the CUDA headers, so that a single-file build can inline it.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "convt/cuda/implicit_gemm_fprop_tma_sm90.cuh"
+#include "convt/cuda/wgmma_ss_sm90.cuh"
+
+namespace convt {
+namespace cuda {
+namespace wg {
+
+using igemm::Elem;
+using igemm::PhaseTaps;
+using igemm::phase_taps;
+using igemm::to_tf32;
+
+constexpr int kM = 64;                // output channels per tile
+constexpr int kThreads = 160;         // consumer warpgroup + producer warp
+constexpr int kMaxRows = 32;          // output rows per tile
+constexpr int kMaxStages = 8;
+constexpr int kBatch = 4;             // wgmma issued back to back between fences
+constexpr int kHeaderBytes = 384;     // StageHeader slot (the headers sit apart from the stages)
+constexpr int kEpiPitch = 72;         // floats per channel row of a warp's staging area
+constexpr int kEpiBytes = 4 * 16 * kEpiPitch * 4;  // four warps x 16 channels
+constexpr int kInfoBytes = 640;       // EpiInfo
+constexpr int kBarrierBytes = 2 * kMaxStages * 8;
+// Shared memory a block may use so that two share a multiprocessor (228 KB, 1 KB of it
+// reserved per block), and what is left of it for the stages.
+constexpr int kBlockSmem = 113 * 1024;
+constexpr int kStageBudget =
+    kBlockSmem - kEpiBytes - kInfoBytes - kBarrierBytes - kMaxStages * kHeaderBytes - 1024;
+
+// The N (positions per tile) the kernel is built for; see wgmma_ss_sm90.cuh.
+constexpr int kNumN = 6;
+__host__ __device__ constexpr int n_choice(int i) {
+  return i == 0 ? 128 : i == 1 ? 160 : i == 2 ? 192 : i == 3 ? 208 : i == 4 ? 224 : 256;
+}
+
+// Channels per 16 bytes: one core-matrix row.
+template <typename T>
+struct Kc {
+  static constexpr int value = 16 / int(sizeof(T));
+};
+
+enum : int { kFirst = 1, kLast = 2, kNoMma = 4, kEnd = 8 };
+
+// What the producer tells the consumers about a stage (written before it arms "full").
+struct StageHeader {
+  int flags;
+  int hcnt;     // H taps of this K step
+  int cw;       // W taps of the phase
+  int shift_h;  // box rows (flattened) between consecutive H taps: doff_h * wbox
+  int doff_w;   // between consecutive W taps
+  // The tile's output (valid with kLast): global channel of row 0, valid channels, rows
+  // and columns; y offset of (row r, column 0) and between columns.
+  int co0, co_valid, rows, cols;
+  int steps;    // K steps of the tile (valid with kFirst)
+  int64_t col_step;
+  int64_t base[kMaxRows];
+};
+static_assert(sizeof(StageHeader) <= kHeaderBytes, "header fits its slot");
+
+// The consumers' copy of a tile's output description, and the bias of its channels.
+struct EpiInfo {
+  int co0, co_valid, rows, cols;
+  int64_t col_step;
+  int64_t base[kMaxRows];
+  float bias[kM];
+};
+static_assert(sizeof(EpiInfo) <= kInfoBytes, "info fits its slot");
+
+struct Params {
+  const void* wp;    // packed weight (pack_weight_wgmma_kernel)
+  const void* bias;  // (C_out,) with stride b_str, or nullptr
+  void* y;           // output (N, C_out, OD, OH, OW), strides y_str
+  int* counter;      // tile counter, zero at launch
+  int64_t b_str;
+  int64_t y_str[5];
+  int batch, groups, cig, cog;
+  int co_tiles;  // ceil(cog / 64)
+  int cblocks;   // channel blocks of bk per group (cig padded)
+  int bk;        // input channels per K step, a multiple of 2 kc
+  int out[3], k[3], stride[3], pad[3], dil[3];
+  int tmax[3];   // taps of the widest phase per dimension (the packed weight's blocks)
+  int q[3];      // positions of phase 0 per dimension
+  int wbox, hbox;  // box columns and rows
+  int rows, wv;    // output rows per tile, valid columns per box row
+  int hb;          // H taps per K step (at most)
+  int row_groups, col_segs;  // tiles per (n, qd) plane: rows of tiles, column segments
+  int phases;
+  int tiles;
+  int stages, stage_bytes, box_bytes, tile_bytes;  // stage_bytes: a multiple of 1024
+  int row_bytes;    // bytes of a box row: bk elements, 32, 64 or 128
+};
+
+// ---------------------------------------------------------------------------------------
+// Preparation kernels
+// ---------------------------------------------------------------------------------------
+struct TransposeParams {
+  const void* x;  // (N, C_in, D, H, W), strides x_str
+  void* xt;       // [N*G][cblocks][D][H][W][bk]
+  int64_t x_str[5];
+  int batch, groups, cig, cblocks, bk;
+  int in[3];
+};
+
+// One thread per (16 bytes of a row of xt): kc channels gathered along the channel
+// stride, consecutive threads along W (coalesced loads), one 16-byte store.
+template <typename T>
+__global__ void transpose_input_kernel(TransposeParams p) {
+  constexpr int kc = Kc<T>::value;
+  const T* x = static_cast<const T*>(p.x);
+  uint4* xt = static_cast<uint4*>(p.xt);
+  const int subs = p.bk / kc;
+  const int64_t total = int64_t(p.batch) * p.groups * p.cblocks * subs * p.in[0] * p.in[1] * p.in[2];
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int w = int(i % p.in[2]);
+    int64_t r = i / p.in[2];
+    const int sub = int(r % subs); r /= subs;
+    const int h = int(r % p.in[1]); r /= p.in[1];
+    const int d = int(r % p.in[0]); r /= p.in[0];
+    const int cb = int(r % p.cblocks); r /= p.cblocks;
+    const int g = int(r % p.groups);
+    const int64_t n = r / p.groups;
+    const int ch = cb * subs + sub;
+    const int64_t base = n * p.x_str[0] + d * p.x_str[2] + h * p.x_str[3] + w * p.x_str[4];
+    union {
+      uint4 v;
+      T e[kc];
+    } u;
+#pragma unroll
+    for (int j = 0; j < kc; ++j) {
+      const int c = ch * kc + j;
+      float v = 0.f;
+      if (c < p.cig) v = Elem<T>::to_float(x[base + (int64_t(g) * p.cig + c) * p.x_str[1]]);
+      if constexpr (sizeof(T) == 4) {
+        u.e[j] = __uint_as_float(to_tf32(v));
+      } else {
+        u.e[j] = Elem<T>::from_float(v);
+      }
+    }
+    xt[(((((n * p.groups + g) * p.cblocks + cb) * p.in[0] + d) * p.in[1] + h) * p.in[2] + w) *
+           subs + sub] = u.v;
+  }
+}
+
+struct PackParams {
+  const void* w;  // (C_in, Cog, KD, KH, KW), strides w_str
+  void* wp;
+  int64_t w_str[5];
+  int groups, cig, cog, co_tiles, cblocks, bk;
+  int k[3], stride[3], pad[3], dil[3], tmax[3];
+};
+
+__host__ __device__ inline int64_t packed_weight_elems(const PackParams& p) {
+  return int64_t(p.groups) * p.co_tiles * p.stride[0] * p.stride[1] * p.stride[2] * p.tmax[0] *
+         p.cblocks * p.tmax[1] * p.tmax[2] * kM * p.bk;
+}
+
+// Wp[g][co tile][phase][D tap < tmax_d][channel block][tile < tmax_h * tmax_w][64 x bk]:
+// the phase's tile i is (H tap i / cw, W tap i % cw), cw its W taps; unused tiles zero.
+// Within a tile, element ((((ks * 8 + m / 8) * 2 + half) * 8 + m % 8) * kc + e) is channel
+// m of the tile, input channel ks * 2kc + half * kc + e of the block: per MMA K step, 8
+// groups of 8 channels, each two core matrices (halves along K) of 8 rows of 16 bytes
+// (leading byte offset 128, stride byte offset 256: tma::wgmma_desc).
+template <typename T>
+__global__ void pack_weight_wgmma_kernel(PackParams p) {
+  constexpr int kc = Kc<T>::value;
+  const int64_t total = packed_weight_elems(p);
+  const int tile = kM * p.bk;
+  const T* w = static_cast<const T*>(p.w);
+  T* wp = static_cast<T*>(p.wp);
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int e = int(idx % tile);
+    int64_t r = idx / tile;
+    const int ti = int(r % (p.tmax[1] * p.tmax[2])); r /= p.tmax[1] * p.tmax[2];
+    const int cb = int(r % p.cblocks); r /= p.cblocks;
+    const int jd = int(r % p.tmax[0]); r /= p.tmax[0];
+    const int rw = int(r % p.stride[2]); r /= p.stride[2];
+    const int rh = int(r % p.stride[1]); r /= p.stride[1];
+    const int rd = int(r % p.stride[0]); r /= p.stride[0];
+    const int cot = int(r % p.co_tiles);
+    const int g = int(r / p.co_tiles);
+    const PhaseTaps td = phase_taps(rd, p.stride[0], p.pad[0], p.dil[0], p.k[0]);
+    const PhaseTaps th = phase_taps(rh, p.stride[1], p.pad[1], p.dil[1], p.k[1]);
+    const PhaseTaps tw = phase_taps(rw, p.stride[2], p.pad[2], p.dil[2], p.k[2]);
+    const int kk = e % kc, mr = (e / kc) % 8, half = (e / (8 * kc)) % 2;
+    const int mg = (e / (16 * kc)) % 8, ks = e / (128 * kc);
+    const int m = mg * 8 + mr;
+    const int ci = cb * p.bk + ks * 2 * kc + half * kc + kk;
+    const int co = cot * kM + m;
+    float v = 0.f;
+    if (jd < td.count && tw.count > 0 && ti < th.count * tw.count && ci < p.cig && co < p.cog) {
+      const int kd = td.k0 + jd * td.step;
+      const int kh = th.k0 + (ti / tw.count) * th.step;
+      const int kw = tw.k0 + (ti % tw.count) * tw.step;
+      const int64_t off = (int64_t(g) * p.cig + ci) * p.w_str[0] + co * p.w_str[1] +
+                          kd * p.w_str[2] + kh * p.w_str[3] + kw * p.w_str[4];
+      v = Elem<T>::to_float(w[off]);
+    }
+    if constexpr (sizeof(T) == 4) {
+      wp[idx] = __uint_as_float(to_tf32(v));
+    } else {
+      wp[idx] = Elem<T>::from_float(v);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The kernel
+// ---------------------------------------------------------------------------------------
+
+// Descriptor of the flattened input box at `addr` (a row, plus 32 bytes per MMA K step):
+// K-major, rows of `row_bytes` (32, 64, 128) swizzled in their width, 8-row groups
+// 8 * row_bytes apart. The swizzle follows the absolute shared-memory address (as TMA
+// writes it), so a start address at any row needs no base offset (tested: setting the
+// descriptor's base-offset field to the row's phase gives wrong results).
+__device__ __forceinline__ uint64_t desc_x(uint32_t addr, int row_bytes) {
+  const uint64_t mode = row_bytes == 128 ? 1 : row_bytes == 64 ? 2 : 3;
+  return uint64_t((addr & 0x3ffffu) >> 4) | (uint64_t(1) << 16) |
+         (uint64_t((8 * row_bytes) >> 4) << 32) | (mode << 62);
+}
+
+// Positions of phase r along a dimension of `out` outputs with stride s.
+__device__ __forceinline__ int phase_extent(int out, int s, int r) {
+  return out > r ? (out - r + s - 1) / s : 0;
+}
+
+__device__ __forceinline__ void named_sync_consumers() {
+  asm volatile("bar.sync 1, 128;\n" ::: "memory");
+}
+
+// Stores two adjacent outputs (a at y[off], b at y[off + 1]) with one instruction; the
+// caller checks that y + off is aligned to both.
+template <typename T>
+__device__ __forceinline__ void store_pair(T* y, int64_t off, float a, float b) {
+  if constexpr (sizeof(T) == 4) {
+    *reinterpret_cast<float2*>(y + off) = make_float2(a, b);
+  } else {
+    union {
+      uint32_t u;
+      T e[2];
+    } v;
+    v.e[0] = Elem<T>::from_float(a);
+    v.e[1] = Elem<T>::from_float(b);
+    *reinterpret_cast<uint32_t*>(y + off) = v.u;
+  }
+}
+
+template <typename T, int N>
+__global__ void __launch_bounds__(kThreads, 2)
+    fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace tma;
+  constexpr int kc = Kc<T>::value;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // Stages (1024-byte aligned: the swizzle patterns), then the headers, the epilogue's
+  // staging, the tile info and the barriers.
+  unsigned char* smem = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  unsigned char* stages = smem;
+  unsigned char* headers = smem + p.stages * p.stage_bytes;
+  float* epi = reinterpret_cast<float*>(headers + kMaxStages * kHeaderBytes);
+  EpiInfo* info = reinterpret_cast<EpiInfo*>(headers + kMaxStages * kHeaderBytes + kEpiBytes);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(headers + kMaxStages * kHeaderBytes + kEpiBytes +
+                                               kInfoBytes);
+  const uint32_t full0 = smem_addr(bars), empty0 = smem_addr(bars + kMaxStages);
+  // Broadcast, so that the compiler knows these are uniform across each warp (wgmma
+  // behind branches it cannot prove uniform is serialized, ptxas C7520).
+  const int warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32), 0);
+  const int lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < p.stages; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, 128);  // every consumer thread releases (racecheck sees it)
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == 4) {
+    // ---------------------------------------------------------------- producer
+    if (lane != 0) return;
+    int stage = 0;
+    uint32_t parity = 0;
+    const int tmax_hw = p.tmax[1] * p.tmax[2];
+    // The next tile's index is asked for one tile ahead (an atomic's round trip is long),
+    // and a phase's taps are recomputed only when the phase changes.
+    int next = atomicAdd(p.counter, 1);
+    int last_ph = -1;
+    PhaseTaps td{}, th{}, tw{};
+    for (;;) {
+      const int t = next;
+      if (t >= p.tiles) break;
+      next = atomicAdd(p.counter, 1);
+      int r = t;
+      const int cot = r % p.co_tiles; r /= p.co_tiles;
+      const int ph = r % p.phases; r /= p.phases;
+      const int cs = r % p.col_segs; r /= p.col_segs;
+      const int rg = r % p.row_groups; r /= p.row_groups;
+      const int qd = r % p.q[0]; r /= p.q[0];
+      const int n = r % p.batch;
+      const int g = r / p.batch;
+      const int rw = ph % p.stride[2], rh = (ph / p.stride[2]) % p.stride[1];
+      const int rd = ph / (p.stride[2] * p.stride[1]);
+      const int qh0 = rg * p.rows, qw0 = cs * p.wv;
+      if (qd >= phase_extent(p.out[0], p.stride[0], rd)) continue;
+      const int rows = min(p.rows, phase_extent(p.out[1], p.stride[1], rh) - qh0);
+      const int cols = min(p.wv, phase_extent(p.out[2], p.stride[2], rw) - qw0);
+      if (rows <= 0 || cols <= 0) continue;
+      if (ph != last_ph) {
+        td = phase_taps(rd, p.stride[0], p.pad[0], p.dil[0], p.k[0]);
+        th = phase_taps(rh, p.stride[1], p.pad[1], p.dil[1], p.k[1]);
+        tw = phase_taps(rw, p.stride[2], p.pad[2], p.dil[2], p.k[2]);
+        last_ph = ph;
+      }
+      const bool mma = td.count > 0 && th.count > 0 && tw.count > 0;
+      const int hblocks = mma ? (th.count + p.hb - 1) / p.hb : 0;
+      const int steps = mma ? td.count * hblocks * p.cblocks : 1;
+      const int64_t wtile0 =
+          ((int64_t(g) * p.co_tiles + cot) * p.phases + ph) * p.tmax[0] * p.cblocks;
+      const int ngc0 = (n * p.groups + g) * p.cblocks;
+      int jd = 0, hbi = 0, cb = 0;
+      for (int s = 0; s < steps; ++s) {
+        mbar_wait(empty0 + 8 * stage, parity ^ 1);
+        unsigned char* st = stages + size_t(stage) * p.stage_bytes;
+        StageHeader* hd = reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes);
+        const uint32_t full = full0 + 8 * stage;
+        int flags = (s == 0 ? kFirst : 0) | (s == steps - 1 ? kLast : 0) | (mma ? 0 : kNoMma);
+        hd->flags = flags;
+        hd->steps = steps;
+        if (flags & kLast) {
+          hd->co0 = g * p.cog + cot * kM;
+          hd->co_valid = min(kM, p.cog - cot * kM);
+          hd->rows = rows;
+          hd->cols = cols;
+          hd->col_step = int64_t(p.stride[2]) * p.y_str[4];
+          const int64_t b0 = int64_t(n) * p.y_str[0] +
+                             int64_t(qd * p.stride[0] + rd) * p.y_str[2] +
+                             int64_t(qw0 * p.stride[2] + rw) * p.y_str[4];
+          for (int i = 0; i < rows; ++i)
+            hd->base[i] = b0 + int64_t((qh0 + i) * p.stride[1] + rh) * p.y_str[3];
+        }
+        if (mma) {
+          const int jh0 = hbi * p.hb;
+          const int hcnt = min(p.hb, th.count - jh0);
+          hd->hcnt = hcnt;
+          hd->cw = tw.count;
+          hd->shift_h = th.doff * p.wbox;
+          hd->doff_w = tw.doff;
+          const uint32_t wbytes = uint32_t(hcnt * tw.count) * p.tile_bytes;
+          mbar_arrive_expect_tx(full, uint32_t(p.box_bytes) + wbytes);
+          const int w0 = qw0 + tw.off0 - (tw.count - 1) * tw.doff;
+          const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
+          const int d0 = qd + td.off0 - jd * td.doff;
+          const uint32_t box = smem_addr(st);
+          tma_load_5d(box, &map, full, 0, w0, h0, d0, ngc0 + cb);
+          const int64_t wt = ((wtile0 + int64_t(jd) * p.cblocks + cb) * tmax_hw +
+                              int64_t(jh0) * tw.count) * p.tile_bytes;
+          bulk_load(box + p.box_bytes, static_cast<const unsigned char*>(p.wp) + wt, wbytes,
+                    full);
+          if (++cb == p.cblocks) {
+            cb = 0;
+            if (++hbi == hblocks) {
+              hbi = 0;
+              ++jd;
+            }
+          }
+        } else {
+          mbar_arrive(full);
+        }
+        if (++stage == p.stages) {
+          stage = 0;
+          parity ^= 1;
+        }
+      }
+    }
+    mbar_wait(empty0 + 8 * stage, parity ^ 1);
+    reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes)->flags = kEnd;
+    mbar_arrive(full0 + 8 * stage);
+    return;
+  }
+
+  // ------------------------------------------------------------------ consumers
+  float acc[N / 2];
+  const int row_bytes = p.row_bytes;
+  const int ksteps = p.bk / (2 * kc);
+  T* y = static_cast<T*>(p.y);
+  const T* bias = static_cast<const T*>(p.bias);
+  int stage = 0;
+  uint32_t parity = 0;
+  float* stg = epi + warp * 16 * kEpiPitch;
+  const int g8 = lane / 4, t4 = lane % 4;
+  // One iteration per tile: its K steps, then its epilogue (accumulators touched only
+  // outside the K-step loop: anything else makes ptxas serialize the wgmma, C7520).
+  for (;;) {
+    mbar_wait(full0 + 8 * stage, parity);
+    // Header fields are read by lane 0 and broadcast: only the lane that releases a stage
+    // reads it, so that the release orders every read before the producer's next writes.
+    const StageHeader* h0 = reinterpret_cast<const StageHeader*>(headers + stage * kHeaderBytes);
+    const int flags = __shfl_sync(0xffffffffu, lane == 0 ? h0->flags : 0, 0);
+    if (flags & kEnd) break;
+    const int steps = __shfl_sync(0xffffffffu, lane == 0 ? h0->steps : 0, 0);
+    const bool has_mma = !(flags & kNoMma);
+    int accumulate = 0;  // the tile's first MMA overwrites the accumulators (scale-d 0)
+    int prev = -1;
+    for (int s = 0; s < steps; ++s) {
+      if (s > 0) mbar_wait(full0 + 8 * stage, parity);
+      const unsigned char* st = stages + size_t(stage) * p.stage_bytes;
+      const StageHeader* hd = reinterpret_cast<const StageHeader*>(headers + stage * kHeaderBytes);
+      if (has_mma) {
+        const int hcnt = __shfl_sync(0xffffffffu, lane == 0 ? hd->hcnt : 0, 0);
+        const int cw = __shfl_sync(0xffffffffu, lane == 0 ? hd->cw : 0, 0);
+        const int shift_h = __shfl_sync(0xffffffffu, lane == 0 ? hd->shift_h : 0, 0);
+        const int doff_w = __shfl_sync(0xffffffffu, lane == 0 ? hd->doff_w : 0, 0);
+        const uint32_t box = smem_addr(st);
+        const uint32_t wts = box + p.box_bytes;
+        // The stage's (H tap, W tap, MMA K step) in batches of kBatch: one fence, then the
+        // batch's wgmma back to back, each with descriptors in registers of its own. (A
+        // loop of single wgmma needs a fence per iteration, ptxas inserts one otherwise,
+        // C7519, and a fence waits for the wgmma before it: serialized.)
+        const int count = hcnt * cw * ksteps;
+        int i = 0, jw = 0, ks = 0;
+        uint32_t wt = wts;
+        for (int it = 0; it < count; it += kBatch) {
+          uint64_t da[kBatch], db[kBatch];
+#pragma unroll
+          for (int u = 0; u < kBatch; ++u) {
+            const uint32_t shift = uint32_t((hcnt - 1 - i) * shift_h + (cw - 1 - jw) * doff_w);
+            da[u] = wgmma_desc(wt);
+            db[u] = desc_x(box + shift * row_bytes + 32 * ks, row_bytes);
+            wt += 2048;
+            if (++ks == ksteps) {
+              ks = 0;
+              if (++jw == cw) {
+                jw = 0;
+                ++i;
+              }
+            }
+          }
+          const int left = count - it;
+          wgmma_fence();
+          if (left >= kBatch) {
+#pragma unroll
+            for (int u = 0; u < kBatch; ++u) {
+              WgmmaSS<T, N>::run(acc, da[u], db[u], accumulate);
+              accumulate = 1;
+            }
+          } else {
+#pragma unroll
+            for (int u = 0; u < kBatch - 1; ++u) {
+              if (u < left) {
+                WgmmaSS<T, N>::run(acc, da[u], db[u], accumulate);
+                accumulate = 1;
+              }
+            }
+          }
+        }
+        wgmma_commit();
+      }
+      wgmma_wait<1>();  // the previous K step's MMAs are done: release its stage
+      if (prev >= 0) mbar_arrive(empty0 + 8 * prev);
+      prev = stage;
+      if (++stage == p.stages) {
+        stage = 0;
+        parity ^= 1;
+      }
+    }
+    wgmma_wait<0>();
+    // The last stage's header describes the tile's output: copy it, then release.
+    const StageHeader* hd = reinterpret_cast<const StageHeader*>(headers + prev * kHeaderBytes);
+    named_sync_consumers();  // every warp is done with the previous tile's info
+    if (threadIdx.x < kMaxRows) {
+      if (int(threadIdx.x) < hd->rows) info->base[threadIdx.x] = hd->base[threadIdx.x];
+    } else if (threadIdx.x < kMaxRows + kM) {
+      const int m = threadIdx.x - kMaxRows;
+      info->bias[m] = bias != nullptr && m < hd->co_valid
+                          ? Elem<T>::to_float(bias[int64_t(hd->co0 + m) * p.b_str])
+                          : 0.f;
+    } else if (threadIdx.x == kMaxRows + kM) {
+      info->co0 = hd->co0;
+      info->co_valid = hd->co_valid;
+      info->rows = hd->rows;
+      info->cols = hd->cols;
+      info->col_step = hd->col_step;
+    }
+    named_sync_consumers();  // every read of the header is done: release its stage
+    mbar_arrive(empty0 + 8 * prev);
+    // Epilogue: warp w owns channels 16w .. 16w + 15 (rows 16w + 8h + g of the
+    // accumulators), stages them 64 positions at a time and stores each channel's
+    // positions two per lane.
+    const int co0 = info->co0, co_valid = info->co_valid, rows = info->rows;
+    const int cols = info->cols;
+    const int64_t col_step = info->col_step, ys1 = p.y_str[1];
+#pragma unroll
+    for (int pass = 0; pass < (N + 63) / 64; ++pass) {
+#pragma unroll
+      for (int pp = 0; pp < 8; ++pp) {
+        const int pi = pass * 8 + pp;
+        if (pi < N / 8) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            *reinterpret_cast<float2*>(stg + (8 * h + g8) * kEpiPitch + 8 * pp + 2 * t4) =
+                make_float2(acc[4 * pi + 2 * h], acc[4 * pi + 2 * h + 1]);
+        }
+      }
+      __syncwarp();
+      const int nn = pass * 64 + 2 * lane;
+      if (nn < N) {
+        const int r0 = nn / p.wbox, c0 = nn - r0 * p.wbox;
+        const int r1 = c0 + 1 == p.wbox ? r0 + 1 : r0, c1 = c0 + 1 == p.wbox ? 0 : c0 + 1;
+        const bool v0 = r0 < rows && c0 < cols, v1 = r1 < rows && c1 < cols;
+        if (v0 || v1) {
+          const int64_t o0 = v0 ? info->base[r0] + c0 * col_step : 0;
+          const int64_t o1 = v1 ? info->base[r1] + c1 * col_step : 0;
+          const bool pair = v0 && v1 && o1 == o0 + 1 && ys1 % 2 == 0 &&
+                            reinterpret_cast<uintptr_t>(y + o0) % (2 * sizeof(T)) == 0;
+#pragma unroll 4
+          for (int i = 0; i < 16; ++i) {
+            const int m = warp * 16 + i;
+            if (m < co_valid) {
+              // (A tile without MMAs stores its bias: its accumulators are stale, and
+              // choosing between them and zeros in registers would serialize the wgmma.)
+              float2 v = *reinterpret_cast<const float2*>(stg + i * kEpiPitch + 2 * lane);
+              if (!has_mma) v = make_float2(0.f, 0.f);
+              const float b = info->bias[m];
+              const int64_t co = int64_t(co0 + m) * ys1;
+              if (pair) {
+                store_pair<T>(y, o0 + co, v.x + b, v.y + b);
+              } else {
+                if (v0) y[o0 + co] = Elem<T>::from_float(v.x + b);
+                if (v1) y[o1 + co] = Elem<T>::from_float(v.y + b);
+              }
+            }
+          }
+        }
+      }
+      __syncwarp();
+    }
+  }
+#endif
+}
+
+}  // namespace wg
+}  // namespace cuda
+}  // namespace convt
