@@ -111,10 +111,24 @@ if has bench-fwd; then
   fi
 fi
 if has ncu; then
-  step ncu ncu --clock-control none --kernel-name regex:fprop --launch-skip 1 --launch-count 1 \
-    --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-    --section SchedulerStats --section WarpStateStats --section Occupancy --section LaunchStats \
-    python3 scripts/profile_case.py ${NCU_CASE:-kb57 --dtype bf16 --batch 2}
+  # NCU_CASE: one or more profile_case.py argument lists separated by ';' (--kernel NAME
+  # forces a kernel). Per case: the forward kernel's sections (NCU_KERNEL, a regex), then
+  # time and traffic of every convt kernel of one forward.
+  IFS=';' read -ra NCU_LIST <<<"${NCU_CASE:-kb57 --dtype bf16 --batch 2}"
+  i=0
+  for c in "${NCU_LIST[@]}"; do
+    step "ncu-$i" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-fprop}" \
+      --launch-skip 1 --launch-count 1 \
+      --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      --section MemoryWorkloadAnalysis_Tables --section SchedulerStats --section WarpStateStats \
+      --section Occupancy --section LaunchStats --section SourceCounters \
+      python3 scripts/profile_case.py $c
+    step "ncu-$i-all" ncu --clock-control none --kernel-name-base demangled \
+      --kernel-name regex:convt:: --launch-skip 0 --launch-count 8 --metrics \
+      gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
+      python3 scripts/profile_case.py $c --reps 2
+    i=$((i + 1))
+  done
 fi
 if has ncu-suite; then
   # Nsight Compute over every case of the suite (one forward each), summarised per case.
