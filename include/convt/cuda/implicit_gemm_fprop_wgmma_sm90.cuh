@@ -12,7 +12,8 @@
 //
 // Two steps make every operand a plain K-major shared-memory tile:
 //
-//  1. The input is first copied (transpose_input_kernel) into the workspace in a blocked
+//  1. The input is first copied (transpose_input_tiled_kernel where its W stride is 1, else
+//     transpose_input_kernel) into the workspace in a blocked
 //     layout xt[n*G + g][c / bk][D][H][W][bk], bk = the K step's channels (32, 64 or 128
 //     bytes of them), channels padded with zeros to bk (float rounded to TF32 once, here).
 //     A TMA box of xt, [hbox rows][wbox columns][bk], written with the swizzle of its row
@@ -194,6 +195,83 @@ __global__ void transpose_input_kernel(TransposeParams p) {
     }
     xt[(((((n * p.groups + g) * p.cblocks + cb) * p.in[0] + d) * p.in[1] + h) * p.in[2] + w) *
            subs + sub] = u.v;
+  }
+}
+
+// The copy for inputs whose W stride is 1 (PyTorch's contiguous NC... layout): one block
+// per 128 positions of an input row (n, g, channel block, d, h). It reads the block's bk
+// channels along W into shared memory (coalesced; 16 bytes per thread where every row
+// starts 16-byte aligned and W is a multiple of 16 bytes, kVec), then writes the tile's
+// run of xt, which is contiguous ([128 positions][bk channels]), 16 bytes per thread.
+constexpr int kTransposeW = 128;
+
+template <typename T, bool kVec>
+__global__ void __launch_bounds__(256) transpose_input_tiled_kernel(TransposeParams p) {
+  constexpr int kc = Kc<T>::value;
+  constexpr int kTw = kTransposeW;
+  __shared__ float tile[8 * kc][kTw + 1];  // bk is at most 128 bytes of channels
+  const T* x = static_cast<const T*>(p.x);
+  uint4* xt = static_cast<uint4*>(p.xt);
+  const int subs = p.bk / kc;
+  const int wtiles = (p.in[2] + kTw - 1) / kTw;
+  const int64_t tiles =
+      int64_t(p.batch) * p.groups * p.cblocks * p.in[0] * p.in[1] * wtiles;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    int64_t r = t;
+    const int w0 = int(r % wtiles) * kTw; r /= wtiles;
+    const int h = int(r % p.in[1]); r /= p.in[1];
+    const int d = int(r % p.in[0]); r /= p.in[0];
+    const int cb = int(r % p.cblocks); r /= p.cblocks;
+    const int g = int(r % p.groups);
+    const int64_t n = r / p.groups;
+    const int64_t base = n * p.x_str[0] + d * p.x_str[2] + h * p.x_str[3];
+    const int c0 = g * p.cig + cb * p.bk;  // the block's first channel
+    const int cvalid = min(p.bk, p.cig - cb * p.bk);
+    if constexpr (kVec) {
+      constexpr int kPer = kTw / kc;  // 16-byte loads per channel row
+      for (int i = threadIdx.x; i < p.bk * kPer; i += blockDim.x) {
+        const int c = i / kPer, v = i % kPer, w = w0 + v * kc;
+        union {
+          uint4 u;
+          T e[kc];
+        } u;
+        u.u = make_uint4(0, 0, 0, 0);
+        if (c < cvalid && w < p.in[2])
+          u.u = *reinterpret_cast<const uint4*>(x + base + int64_t(c0 + c) * p.x_str[1] + w);
+#pragma unroll
+        for (int j = 0; j < kc; ++j) tile[c][v * kc + j] = Elem<T>::to_float(u.e[j]);
+      }
+    } else {
+      for (int i = threadIdx.x; i < p.bk * kTw; i += blockDim.x) {
+        const int c = i / kTw, wl = i % kTw, w = w0 + wl;
+        float v = 0.f;
+        if (c < cvalid && w < p.in[2])
+          v = Elem<T>::to_float(x[base + int64_t(c0 + c) * p.x_str[1] + w * p.x_str[4]]);
+        tile[c][wl] = v;
+      }
+    }
+    __syncthreads();
+    const int64_t row = ((((n * p.groups + g) * p.cblocks + cb) * p.in[0] + d) * p.in[1] + h) *
+                        int64_t(p.in[2]);
+    const int wn = min(kTw, p.in[2] - w0);
+    for (int i = threadIdx.x; i < wn * subs; i += blockDim.x) {
+      const int wl = i / subs, sub = i % subs;
+      union {
+        uint4 u;
+        T e[kc];
+      } u;
+#pragma unroll
+      for (int j = 0; j < kc; ++j) {
+        const float v = tile[sub * kc + j][wl];
+        if constexpr (sizeof(T) == 4) {
+          u.e[j] = __uint_as_float(to_tf32(v));
+        } else {
+          u.e[j] = Elem<T>::from_float(v);
+        }
+      }
+      xt[(row + w0 + wl) * subs + sub] = u.u;
+    }
+    __syncthreads();
   }
 }
 
