@@ -13,6 +13,7 @@
 #   bash scripts/gpu_check.sh build install wgmma   # the TMA kernel on wgmma: tests, sanitizers, timing
 #   bash scripts/gpu_check.sh install owners   # tap-less W phases by their owners, on and off
 #   bash scripts/gpu_check.sh build wg-test wg-sanitize install wg-bench   # the persistent wgmma kernel
+#     (WG_TEST_ENV="NAME=VALUE" runs its tests a second time with that setting)
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side, compared case by case with BENCH_BASELINE, by default
@@ -178,13 +179,14 @@ if has wg-sanitize; then
   done
 fi
 if has wg-bench; then
-  # fp32 (TF32) and bf16 forward: the default dispatch (the wgmma kernel where it runs)
-  # against the TMA kernel (CONVT_FORWARD_KERNEL=implicit_gemm_tma), 10 runs a side.
-  step wg-bench python3 -m convt bench --dtype fp32,bf16 --math default --reps 10 \
-    --json "$OUT/bench-wg.json" -q
+  # fp32 (TF32) and bf16 forward, 10 runs a side: the wgmma kernel on every case
+  # (CONVT_FORWARD_KERNEL=implicit_gemm_wgmma) against the TMA kernel, case by case.
+  step wg-bench env CONVT_FORWARD_KERNEL=implicit_gemm_wgmma python3 -m convt bench \
+    --dtype fp32,bf16 --math default --reps 10 --json "$OUT/bench-wg.json" -q
   step wg-bench-tma env CONVT_FORWARD_KERNEL=implicit_gemm_tma python3 -m convt bench \
     --dtype fp32,bf16 --math default --reps 10 --json "$OUT/bench-tma.json" -q
   grep -E "geomean" "$OUT/wg-bench.log" "$OUT/wg-bench-tma.log" | tee -a "$SUMMARY"
+  python3 scripts/bench_compare.py "$OUT/bench-tma.json" "$OUT/bench-wg.json" | tee -a "$SUMMARY"
 fi
 if has owners; then
   # Every W phase running (the default) against tap-less W phases written by their owners

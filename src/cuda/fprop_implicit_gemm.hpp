@@ -40,6 +40,10 @@ struct ImplicitGemmFpropPlan {
   int64_t wg_tiles = 0;
   int wg_stages = 0, wg_stage_bytes = 0, wg_box_bytes = 0;
   double wg_used = 0;  // valid outputs / computed positions
+  // W phases fused into one tile (W stride > 1): staging pitch (elements per channel) and
+  // the epilogue's shared memory.
+  bool wg_fuse_w = false;
+  int wg_fpitch = 0, wg_epi_bytes = 0;
   // Workspace: packed weight at 0, the input copy at wg_xt_offset, the tile counter.
   std::size_t wg_xt_offset = 0, wg_counter_offset = 0;
   std::string describe() const;
@@ -64,6 +68,12 @@ struct TmaWPhases {
   int owned[kTmaMaxWPhases] = {};   // with map: tap-less outputs after each of its outputs
 };
 TmaWPhases tma_w_phases(int stride, int pad, int dil, int k, int out);
+
+// Dynamic shared memory of the wgmma kernel's block for `plan` (stages, headers, the
+// epilogue's staging, tile info, barriers, alignment), and the most a block may take so
+// that two are resident on a multiprocessor.
+std::size_t wgmma_shared_bytes(const ImplicitGemmFpropPlan& plan);
+std::size_t wgmma_max_shared_bytes();
 
 // Where the TMA kernel's wgmma weight packing puts element i of a tile of `bn` columns:
 // its channel within the tile (`c`) and its column (`n`); see tma::wgmma_b_element.

@@ -408,9 +408,12 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.box_bytes = plan.wg_box_bytes;
   fp.tile_bytes = wg::kM * plan.wg_bk * int(sizeof(T));
   fp.row_bytes = plan.wg_bk * int(sizeof(T));
-  const std::size_t smem = std::size_t(fp.stages) * fp.stage_bytes +
-                           wg::kMaxStages * wg::kHeaderBytes + wg::kEpiBytes + wg::kInfoBytes +
-                           wg::kBarrierBytes + 1024;
+  fp.fuse_w = plan.wg_fuse_w ? 1 : 0;
+  fp.span = plan.wg_wv * fp.stride[2];
+  fp.fpitch = plan.wg_fpitch;
+  fp.tile_phases = plan.wg_fuse_w ? fp.phases / fp.stride[2] : fp.phases;
+  fp.epi_bytes = plan.wg_epi_bytes;
+  const std::size_t smem = wgmma_shared_bytes(plan);
   switch (plan.wg_n) {
     case 128: launch_wgmma_n<T, 128>(fp, map, smem, opt.stream, device); break;
     case 160: launch_wgmma_n<T, 160>(fp, map, smem, opt.stream, device); break;

@@ -662,6 +662,20 @@ std::vector<Case> wgmma_cases() {
                    {1, 1, 1}, true));
   add(make_problem(3, 4, 16, 32, 2, {10, 12, 20}, {3, 3, 3}, {2, 1, 2}, {1, 1, 1}, {1, 0, 1},
                    {1, 1, 1}, true));
+  // W strides above 1: every W phase of a tile's columns in one tile, whole rows stored
+  // from shared memory. Tap-less W phases (stride 2 and 5 with dilation 2), a last column
+  // segment that only some phases reach (output_padding), several rows per tile, two
+  // channel tiles, groups, a 3-D stride of 4 along W.
+  add(make_problem(1, 2, 32, 64, 1, {3000, 1, 1}, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, {0, 0, 0},
+                   {2, 1, 1}, true));
+  add(make_problem(1, 2, 16, 24, 1, {517, 1, 1}, {5, 1, 1}, {3, 1, 1}, {1, 0, 0}, {2, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 32, 70, 1, {9, 40, 1}, {3, 3, 1}, {2, 5, 1}, {1, 1, 0}, {1, 0, 0},
+                   {1, 2, 1}, true));
+  add(make_problem(2, 3, 16, 16, 1, {20, 11, 1}, {3, 4, 1}, {1, 3, 1}, {1, 1, 0}, {0, 2, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(3, 2, 32, 32, 2, {5, 6, 30}, {3, 3, 5}, {2, 2, 4}, {1, 1, 2}, {0, 1, 3},
+                   {1, 1, 1}, false));
   // channels_last input (the copy reads any strides).
   add(make_problem(2, 2, 32, 64, 1, {10, 24, 1}, {3, 3, 1}, {2, 1, 1}, {1, 1, 0}, {1, 0, 0},
                    {1, 1, 1}, true),

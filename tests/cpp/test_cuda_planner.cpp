@@ -268,4 +268,34 @@ TEST(CudaPlanner, WgmmaWeightPackingMatchesItsDescriptor) {
   }
 }
 
+// Every wgmma plan fits two blocks per multiprocessor, and a fused plan (W stride > 1)
+// stages whole output rows: its staging holds rows x wv x stride_w outputs of each of the
+// 64 channels plus the spare element, its tile's rows and box fit N, and it fuses exactly
+// when the W stride is above 1 (the fuzzed shapes always leave room for it).
+TEST(CudaPlanner, WgmmaPlansFitTwoBlocksAndStageWholeRows) {
+  int plans = 0, fused = 0;
+  for (const Problem& problem : fuzzed_problems()) {
+    const Problem p = problem.canonical3d();
+    SCOPED_TRACE(problem.to_string());
+    ExecOptions opt;
+    opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+    const convt::cuda::ImplicitGemmFpropPlan plan = convt::cuda::plan_implicit_gemm_fprop(p, opt);
+    if (!plan.usable || !plan.wg) continue;
+    ++plans;
+    const int64_t e = static_cast<int64_t>(convt::dtype_size(p.dtype));
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+    EXPECT_GE(plan.wg_stages, 2);
+    EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
+    EXPECT_LE(plan.wg_rows, 32);
+    EXPECT_EQ(plan.wg_fuse_w, p.stride[2] > 1) << plan.wg_fpitch;
+    if (plan.wg_fuse_w) {
+      ++fused;
+      EXPECT_EQ(plan.wg_fpitch, plan.wg_rows * plan.wg_wv * p.stride[2] + 1);
+      EXPECT_LE(64 * plan.wg_fpitch * e, plan.wg_epi_bytes);
+    }
+  }
+  EXPECT_GT(plans, 200);
+  EXPECT_GT(fused, 100);
+}
+
 }  // namespace
