@@ -185,8 +185,13 @@ if has wg-bench; then
     --dtype fp32,bf16 --math default --reps 10 --json "$OUT/bench-wg.json" -q
   step wg-bench-tma env CONVT_FORWARD_KERNEL=implicit_gemm_tma python3 -m convt bench \
     --dtype fp32,bf16 --math default --reps 10 --json "$OUT/bench-tma.json" -q
-  grep -E "geomean" "$OUT/wg-bench.log" "$OUT/wg-bench-tma.log" | tee -a "$SUMMARY"
-  python3 scripts/bench_compare.py "$OUT/bench-tma.json" "$OUT/bench-wg.json" | tee -a "$SUMMARY"
+  if [ -n "${WG_BENCH_ENV:-}" ]; then  # the wgmma kernel again with one more setting
+    step wg-bench-env env CONVT_FORWARD_KERNEL=implicit_gemm_wgmma $WG_BENCH_ENV python3 -m convt \
+      bench --dtype fp32,bf16 --math default --reps 10 --json "$OUT/bench-wg-env.json" -q
+  fi
+  grep -E "geomean" "$OUT"/wg-bench*.log | tee -a "$SUMMARY"
+  python3 scripts/bench_compare.py "$OUT/bench-tma.json" "$OUT/bench-wg.json" \
+    ${WG_BENCH_ENV:+"$OUT/bench-wg-env.json"} | tee -a "$SUMMARY"
 fi
 if has owners; then
   # Every W phase running (the default) against tap-less W phases written by their owners

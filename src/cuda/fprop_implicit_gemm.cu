@@ -310,13 +310,15 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   }
   const int64_t halo_w = (tmax[2] - 1) * doff[2];
   if (halo_w > 248) return no("the W taps' input window is wider than a TMA box");
-  // W phases fused (W stride > 1, unless CONVT_WG_FUSE_W=0): a tile runs every W phase of
-  // its columns and stores whole output rows from shared memory, so that each output
-  // row leaves one block in full 32-byte sectors (a phase alone writes every s-th element).
+  // Staged output rows (unless CONVT_WG_FUSE_W=0): a tile runs every W phase of its
+  // columns (one unit of K steps each) and stores whole output rows from shared memory,
+  // 8 or 16 bytes per lane, so that each output row leaves one block in full 32-byte
+  // sectors (a W phase alone writes every s-th element) with few instructions per output.
   // Its staging (64 channels x rows x wv x stride_w elements) takes shared memory from the
-  // stages: first up to 64 KB of it, else up to 24 KB, else the tile is not fused.
+  // stages: first up to 64 KB of it, else up to 24 KB, else the tile stores its outputs
+  // from its accumulators (one W phase per tile).
   const char* fuse_env = std::getenv("CONVT_WG_FUSE_W");
-  const bool want_fuse = p.stride[2] > 1 && !(fuse_env && std::string(fuse_env) == "0");
+  const bool want_fuse = !(fuse_env && std::string(fuse_env) == "0");
   const int64_t sw = p.stride[2];
   const int hb_env = wg_env_int("CONVT_WG_HB"), bk_env = wg_env_int("CONVT_WG_BK");
   const int64_t cig_min = (cig + 2 * kc - 1) / (2 * kc) * (2 * kc);
@@ -723,7 +725,7 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan) {
       plan.wg_rows, " rows x ", plan.wg_wv, " of a ", plan.wg_hbox, "x", plan.wg_wbox,
       " box, ", int(plan.wg_used * 100 + 0.5), "% used), K step ", plan.wg_bk,
       " channels x ", plan.wg_hb, " H taps x ", plan.wg_tmax[2], " W taps, ", plan.wg_stages,
-      " stages", plan.wg_fuse_w ? ", W phases fused" : "", ", workspace ",
+      " stages", plan.wg_fuse_w ? ", output rows staged" : "", ", workspace ",
       plan.workspace_bytes, " B");
 }
 

@@ -702,31 +702,43 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
       __syncwarp();
       if (info->store) {
+        // Each channel's rows: lanes take kV consecutive columns (one 16- or 8-byte store)
+        // from the first kV-aligned output on; the lead before it and the tail one element
+        // at a time.
+        constexpr int kV = 4;
+        using Vec = typename std::conditional<sizeof(T) == 4, uint4, uint2>::type;
         const int out_cols = info->out_cols;
-        const bool pairs = col_step == 1 && ys1 % 2 == 0 &&
-                           reinterpret_cast<uintptr_t>(y) % (2 * sizeof(T)) == 0;
+#pragma unroll 2
         for (int i = 0; i < 16; ++i) {
           const int m = warp * 16 + i;
-          if (m >= co_valid) break;
-          const int64_t co = int64_t(co0 + m) * ys1;
-          for (int r = 0; r < rows; ++r) {
-            const T* src = fst + i * p.fpitch + r * span;
-            const int64_t o = info->base[r] + co;
-            const bool pr = pairs && o % 2 == 0;
-            for (int j0 = 0; j0 < out_cols; j0 += 64) {  // (trip count uniform: C7520)
-              const int j = j0 + 2 * lane;
-              if (j >= out_cols) continue;
-              if (pr && j + 1 < out_cols) {
-                union {
-                  T e[2];
-                  typename std::conditional<sizeof(T) == 4, float2, uint32_t>::type v;
-                } u;
-                u.e[0] = src[j];
-                u.e[1] = src[j + 1];
-                *reinterpret_cast<decltype(u.v)*>(y + o + j) = u.v;
+          if (m < co_valid) {
+            for (int r = 0; r < rows; ++r) {
+              const T* src = fst + i * p.fpitch + r * span;
+              T* dst = y + info->base[r] + int64_t(co0 + m) * ys1;
+              if (col_step == 1) {
+                const int lead = min(out_cols, int((kV * sizeof(T) - reinterpret_cast<uintptr_t>(dst) %
+                                                                      (kV * sizeof(T))) %
+                                                     (kV * sizeof(T)) / sizeof(T)));
+                if (lane < lead) dst[lane] = src[lane];
+                for (int j0 = lead; j0 < out_cols; j0 += 32 * kV) {  // (uniform trip count)
+                  const int j = j0 + kV * lane;
+                  if (j + kV <= out_cols) {
+                    union {
+                      Vec v;
+                      T e[kV];
+                    } u;
+#pragma unroll
+                    for (int k = 0; k < kV; ++k) u.e[k] = src[j + k];
+                    *reinterpret_cast<Vec*>(dst + j) = u.v;
+                  } else {
+                    for (int k = j; k < out_cols; ++k) dst[k] = src[k];
+                  }
+                }
               } else {
-                y[o + j * col_step] = src[j];
-                if (j + 1 < out_cols) y[o + (j + 1) * col_step] = src[j + 1];
+                for (int j0 = 0; j0 < out_cols; j0 += 32) {
+                  const int j = j0 + lane;
+                  if (j < out_cols) dst[j * col_step] = src[j];
+                }
               }
             }
           }
