@@ -172,10 +172,17 @@ if has wg-test; then
   fi
 fi
 if has wg-sanitize; then
+  # (With WG_TEST_ENV, each tool runs a second time with that setting.)
   for tool in memcheck racecheck initcheck; do
     step "wg-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
       --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*'
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
+    if [ -n "${WG_TEST_ENV:-}" ]; then
+      step "wg-sanitize-env-$tool" env CONVT_TEST_QUICK=1 $WG_TEST_ENV compute-sanitizer \
+        --tool "$tool" --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" \
+        --gtest_filter='*WgmmaPath*'
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-env-$tool.log" | tail -3 | tee -a "$SUMMARY"
+    fi
   done
 fi
 if has wg-bench; then

@@ -310,15 +310,15 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   }
   const int64_t halo_w = (tmax[2] - 1) * doff[2];
   if (halo_w > 248) return no("the W taps' input window is wider than a TMA box");
-  // Staged output rows (unless CONVT_WG_FUSE_W=0): a tile runs every W phase of its
-  // columns (one unit of K steps each) and stores whole output rows from shared memory,
-  // 8 or 16 bytes per lane, so that each output row leaves one block in full 32-byte
-  // sectors (a W phase alone writes every s-th element) with few instructions per output.
-  // Its staging (64 channels x rows x wv x stride_w elements) takes shared memory from the
-  // stages: first up to 64 KB of it, else up to 24 KB, else the tile stores its outputs
-  // from its accumulators (one W phase per tile).
-  const char* fuse_env = std::getenv("CONVT_WG_FUSE_W");
-  const bool want_fuse = !(fuse_env && std::string(fuse_env) == "0");
+  // Staged output rows (CONVT_WG_STAGE_ROWS=1; measured slower, off by default, see
+  // docs/kernels.md): a tile runs every W phase of its columns (one unit of K steps each)
+  // and stores whole output rows from shared memory, 8 or 16 bytes per lane, so that each
+  // output row leaves one block in full 32-byte sectors (a W phase alone writes every s-th
+  // element). Its staging (64 channels x rows x wv x stride_w elements) takes shared
+  // memory from the stages: first up to 64 KB of it, else up to 24 KB, else the tile
+  // stores its outputs from its accumulators (one W phase per tile, the default).
+  const char* stage_env = std::getenv("CONVT_WG_STAGE_ROWS");
+  const bool want_fuse = stage_env && std::string(stage_env) == "1";
   const int64_t sw = p.stride[2];
   const int hb_env = wg_env_int("CONVT_WG_HB"), bk_env = wg_env_int("CONVT_WG_BK");
   const int64_t cig_min = (cig + 2 * kc - 1) / (2 * kc) * (2 * kc);
@@ -486,7 +486,7 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
   // The persistent wgmma kernel (sm_90a). Its fixed costs per tile and per K step (the
   // producer's stages, the epilogue) are paid back by deep K loops, and its 64-channel
   // tile wastes MMA work on narrow groups: measured on an H200 (docs/kernels.md) it is
-  // ahead of the TMA kernel where a phase has at least 24 taps, or at least 15 with 48 or
+  // ahead of the TMA kernel where a phase has at least 24 taps, or at least 9 with 48 or
   // more output channels per group, and behind it elsewhere. The dispatcher picks it
   // there; CONVT_FORWARD_KERNEL=implicit_gemm_wgmma asks for it anywhere.
   if (opt.forward_kernel == ForwardKernel::kAuto ||
@@ -495,7 +495,7 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
     plan_wgmma_tile(p, plan);
     if (plan.wg && opt.forward_kernel == ForwardKernel::kAuto) {
       const int64_t taps = int64_t(plan.wg_tmax[0]) * plan.wg_tmax[1] * plan.wg_tmax[2];
-      if (!(taps >= 24 || (taps >= 15 && cog >= 48))) {
+      if (!(taps >= 24 || (taps >= 9 && cog >= 48))) {
         plan.wg = false;
         plan.workspace_bytes = mma_workspace;
         plan.wg_reason = detail::str_cat(taps, " taps per phase and ", cog,

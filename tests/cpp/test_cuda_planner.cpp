@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -268,33 +269,44 @@ TEST(CudaPlanner, WgmmaWeightPackingMatchesItsDescriptor) {
   }
 }
 
-// Every wgmma plan fits two blocks per multiprocessor and stages whole output rows (the
-// fuzzed shapes always leave room for it): its staging holds rows x wv x stride_w outputs
-// of each of the 64 channels plus the spare element, and its tile's rows and box fit N.
+// Every wgmma plan fits two blocks per multiprocessor, with and without staged output
+// rows (CONVT_WG_STAGE_ROWS=1; the fuzzed shapes always leave room for them): the staging
+// holds rows x wv x stride_w outputs of each of the 64 channels plus the spare element,
+// and the tile's rows and box fit N.
 TEST(CudaPlanner, WgmmaPlansFitTwoBlocksAndStageWholeRows) {
-  int plans = 0, fused = 0;
-  for (const Problem& problem : fuzzed_problems()) {
-    const Problem p = problem.canonical3d();
-    SCOPED_TRACE(problem.to_string());
-    ExecOptions opt;
-    opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
-    const convt::cuda::ImplicitGemmFpropPlan plan = convt::cuda::plan_implicit_gemm_fprop(p, opt);
-    if (!plan.usable || !plan.wg) continue;
-    ++plans;
-    const int64_t e = static_cast<int64_t>(convt::dtype_size(p.dtype));
-    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
-    EXPECT_GE(plan.wg_stages, 2);
-    EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
-    EXPECT_LE(plan.wg_rows, 32);
-    EXPECT_TRUE(plan.wg_fuse_w) << plan.describe();
-    if (plan.wg_fuse_w) {
-      ++fused;
-      EXPECT_EQ(plan.wg_fpitch, plan.wg_rows * plan.wg_wv * p.stride[2] + 1);
-      EXPECT_LE(64 * plan.wg_fpitch * e, plan.wg_epi_bytes);
+  for (const bool staged : {false, true}) {
+    SCOPED_TRACE(staged ? "staged rows" : "accumulator epilogue");
+    if (staged) {
+      setenv("CONVT_WG_STAGE_ROWS", "1", 1);
+    } else {
+      unsetenv("CONVT_WG_STAGE_ROWS");
     }
+    int plans = 0, fused = 0;
+    for (const Problem& problem : fuzzed_problems()) {
+      const Problem p = problem.canonical3d();
+      SCOPED_TRACE(problem.to_string());
+      ExecOptions opt;
+      opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+      const convt::cuda::ImplicitGemmFpropPlan plan =
+          convt::cuda::plan_implicit_gemm_fprop(p, opt);
+      if (!plan.usable || !plan.wg) continue;
+      ++plans;
+      const int64_t e = static_cast<int64_t>(convt::dtype_size(p.dtype));
+      EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+      EXPECT_GE(plan.wg_stages, 2);
+      EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
+      EXPECT_LE(plan.wg_rows, 32);
+      EXPECT_EQ(plan.wg_fuse_w, staged) << plan.describe();
+      if (plan.wg_fuse_w) {
+        ++fused;
+        EXPECT_EQ(plan.wg_fpitch, plan.wg_rows * plan.wg_wv * p.stride[2] + 1);
+        EXPECT_LE(64 * plan.wg_fpitch * e, plan.wg_epi_bytes);
+      }
+    }
+    EXPECT_GT(plans, 200);
+    EXPECT_EQ(fused, staged ? plans : 0);
   }
-  EXPECT_GT(plans, 200);
-  EXPECT_GT(fused, 100);
+  unsetenv("CONVT_WG_STAGE_ROWS");
 }
 
 }  // namespace

@@ -48,6 +48,13 @@
 // the positions (two elements per lane), adding the bias. Another block on the same
 // multiprocessor runs its MMAs meanwhile.
 //
+// Staged output rows (Params::fuse_w, opt-in: CONVT_WG_STAGE_ROWS=1): a tile is every W
+// phase of its columns, one unit of K steps per phase; each unit's outputs (with the bias)
+// go to shared memory at their interleaved columns, and after the last unit each warp
+// stores whole output rows of its 16 channels, 8 or 16 bytes per lane. Every output row
+// then leaves one block in full sectors, but the staging takes shared memory from the
+// stages and each unit pays an epilogue: measured slower (docs/kernels.md).
+//
 // The header needs only the CUDA headers, so that a single-file build can inline it.
 #pragma once
 
