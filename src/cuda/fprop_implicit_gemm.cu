@@ -329,8 +329,8 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   for (int64_t fuse_kb : {64, 24, 0}) {
     const bool fuse = want_fuse && fuse_kb > 0;
     if (!want_fuse && fuse_kb > 0) continue;
-    // Staging elements per channel: rows x wv x stride_w, plus one (fpitch).
-    const int64_t pmax = fuse ? fuse_kb * 1024 / (wg::kM * e) - 1 : 0;
+    // Staging elements per channel: rows x wv x stride_w, plus four spare (fpitch).
+    const int64_t pmax = fuse ? fuse_kb * 1024 / (wg::kM * e) - 4 : 0;
     if (fuse && pmax < sw) continue;
     // N and the box: the most valid outputs per computed position; of those within 1% of
     // the best, the largest N (fewer tiles).
@@ -366,7 +366,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
     }
     if (best_n == 0) continue;
     const int64_t wbox = best_wv + halo_w;
-    fpitch = fuse ? best_rows * best_wv * sw + 1 : 0;
+    fpitch = fuse ? best_rows * best_wv * sw + 4 : 0;
     epi_bytes = std::max<int64_t>(wg::kEpiBytes, (wg::kM * fpitch * e + 15) / 16 * 16);
     const int64_t budget = wg::kStageBudget - (epi_bytes - wg::kEpiBytes);
     // The K step: the widest channel block (box rows of 128, 64 or 32 bytes: wider rows

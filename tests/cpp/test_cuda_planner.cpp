@@ -271,7 +271,7 @@ TEST(CudaPlanner, WgmmaWeightPackingMatchesItsDescriptor) {
 
 // Every wgmma plan fits two blocks per multiprocessor, with and without staged output
 // rows (CONVT_WG_STAGE_ROWS=1; the fuzzed shapes always leave room for them): the staging
-// holds rows x wv x stride_w outputs of each of the 64 channels plus the spare element,
+// holds rows x wv x stride_w outputs of each of the 64 channels plus four spare elements,
 // and the tile's rows and box fit N.
 TEST(CudaPlanner, WgmmaPlansFitTwoBlocksAndStageWholeRows) {
   for (const bool staged : {false, true}) {
@@ -299,7 +299,7 @@ TEST(CudaPlanner, WgmmaPlansFitTwoBlocksAndStageWholeRows) {
       EXPECT_EQ(plan.wg_fuse_w, staged) << plan.describe();
       if (plan.wg_fuse_w) {
         ++fused;
-        EXPECT_EQ(plan.wg_fpitch, plan.wg_rows * plan.wg_wv * p.stride[2] + 1);
+        EXPECT_EQ(plan.wg_fpitch, plan.wg_rows * plan.wg_wv * p.stride[2] + 4);
         EXPECT_LE(64 * plan.wg_fpitch * e, plan.wg_epi_bytes);
       }
     }

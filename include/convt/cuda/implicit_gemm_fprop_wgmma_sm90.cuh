@@ -160,7 +160,8 @@ struct Params {
   int row_bytes;    // bytes of a box row: bk elements, 32, 64 or 128
   // W phases fused (fuse_w = 1, W stride > 1): a tile is all W phases of its columns, one
   // unit of K steps each; each unit's outputs go to shared memory at their interleaved
-  // columns (rows of span = wv * stride_w elements, fpitch per channel), and the tile's
+  // columns (rows of span = wv * stride_w elements, fpitch = rows * span + 4 per channel:
+  // four spare elements), and the tile's
   // last unit stores whole output rows. tile_phases: the (D, H[, W]) phases of the tile
   // index. epi_bytes: the epilogue's shared memory (the staging of either mode).
   int fuse_w, span, fpitch, tile_phases, epi_bytes;
@@ -678,11 +679,11 @@ __global__ void __launch_bounds__(kThreads, 2)
       // Position n of the tile is row n / wbox, column n % wbox of the box (the quotient
       // from a float reciprocal: exact, since n + 0.5 is at least 0.5 from a multiple of
       // wbox and both are at most 256). Every lane writes every accumulator, positions
-      // outside the unit's outputs to the row's spare last element, with no branch:
+      // outside the unit's outputs to its spare element past the row, with no branch:
       // reading accumulators on a divergent path serializes the wgmma (ptxas C7520). A
       // unit without MMAs then overwrites its outputs with the bias.
       const float inv_wbox = 1.f / float(wbox);
-      const int spare = p.fpitch - 1;
+      const int spare = p.fpitch - 4 + t4;  // a lane's own (no two lanes write one)
 #pragma unroll
       for (int pi = 0; pi < N / 8; ++pi) {
 #pragma unroll
