@@ -14,6 +14,7 @@
 #   bash scripts/gpu_check.sh install owners   # tap-less W phases by their owners, on and off
 #   bash scripts/gpu_check.sh build wg-test wg-sanitize install wg-bench   # the persistent wgmma kernel
 #     (WG_TEST_ENV="NAME=VALUE" runs its tests a second time with that setting)
+#   bash scripts/gpu_check.sh build install wg-strict   # strict float32 on the wgmma kernel
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side, compared case by case with BENCH_BASELINE, by default
@@ -199,6 +200,17 @@ if has wg-bench; then
   grep -E "geomean" "$OUT"/wg-bench*.log | tee -a "$SUMMARY"
   python3 scripts/bench_compare.py "$OUT/bench-tma.json" "$OUT/bench-wg.json" \
     ${WG_BENCH_ENV:+"$OUT/bench-wg-env.json"} | tee -a "$SUMMARY"
+fi
+if has wg-strict; then
+  # Strict float32 forward, 10 runs a side: split TF32 on the wgmma kernel on every case
+  # against split TF32 on the TMA kernel, case by case.
+  step wg-strict env CONVT_FORWARD_KERNEL=implicit_gemm_wgmma python3 -m convt bench \
+    --dtype fp32 --math strict --reps 10 --json "$OUT/bench-wg-strict.json" -q
+  step wg-strict-tma env CONVT_FORWARD_KERNEL=implicit_gemm_tma python3 -m convt bench \
+    --dtype fp32 --math strict --reps 10 --json "$OUT/bench-tma-strict.json" -q
+  grep -E "geomean" "$OUT"/wg-strict*.log | tee -a "$SUMMARY"
+  python3 scripts/bench_compare.py "$OUT/bench-tma-strict.json" "$OUT/bench-wg-strict.json" |
+    tee -a "$SUMMARY"
 fi
 if has owners; then
   # Every W phase running (the default) against tap-less W phases written by their owners

@@ -292,7 +292,9 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
     plan.wg = false;
     plan.wg_reason = std::move(why);
   };
-  if (plan.split) return no("strict float32 (split TF32) runs on mma.sync");
+  // Strict float32 runs split TF32: the input's and the weight's rounding residuals are
+  // second copies beside the first (workspace and each stage hold both).
+  const int64_t copies = plan.split ? 2 : 1;
   const int64_t e = dtype_size(p.dtype), kc = 16 / e;
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
   const Dims q = phase0_positions(p);
@@ -340,6 +342,8 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
       const double top = best_used;
       for (int i = 0; i < wg::kNumN; ++i) {
         const int64_t n = wg::n_choice(i);
+        // (Split TF32 past 208 positions spills registers: its descriptors are doubled.)
+        if (copies == 2 && n > 208) continue;
         int64_t span = n - halo_w;
         if (fuse) span = std::min(span, pmax / sw);
         if (span < 1 || (span < 8 && span < q[2])) continue;
@@ -384,7 +388,11 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
           if (hbox > 256) continue;
           const int64_t box = hbox * wbox * bk * e;
           const int64_t wbytes = hb * tmax[2] * wg::kM * bk * e;
-          const int64_t stage = (box + wbytes + 1023) / 1024 * 1024;
+          // Stage: box, [residual box at the next 1024 bytes (its swizzle)], weight tiles,
+          // [residual weight tiles].
+          const int64_t xs_off = copies == 2 ? (box + 1023) / 1024 * 1024 : 0;
+          const int64_t w_off = copies == 2 ? 2 * xs_off : box;
+          const int64_t stage = (w_off + copies * wbytes + 1023) / 1024 * 1024;
           const int64_t stages = std::min<int64_t>(wg::kMaxStages, budget / stage);
           if (stages < min_stages) continue;
           plan.wg_hb = int(hb);
@@ -393,6 +401,9 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
           plan.wg_box_bytes = int(box);
           plan.wg_stage_bytes = int(stage);
           plan.wg_stages = int(stages);
+          plan.wg_xs_off = int(xs_off);
+          plan.wg_w_off = int(w_off);
+          plan.wg_ws_off = copies == 2 ? int(w_off + wbytes) : 0;
           found = true;
           break;
         }
@@ -423,13 +434,13 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   const int64_t tiles = p.groups * co_tiles * tile_phases * p.batch * q[0] * row_groups * segs;
   if (tiles > INT_MAX - (int64_t(1) << 22)) return no("too many tiles");
   const int64_t chunks = int64_t(plan.wg_cblocks) * plan.wg_bk / kc;
-  if (p.batch * p.groups * plan.wg_cblocks >= (int64_t(1) << 31))
+  if (copies * p.batch * p.groups * plan.wg_cblocks >= (int64_t(1) << 31))
     return no("too many channel blocks for a tensor map");
   plan.wg_tiles = tiles;
-  const int64_t wbytes = p.groups * co_tiles * phases * tmax[0] * plan.wg_cblocks * tmax[1] *
-                         tmax[2] * wg::kM * plan.wg_bk * e;
-  const int64_t xbytes = p.batch * p.groups * chunks * 16 * p.input_size[0] * p.input_size[1] *
-                         p.input_size[2];
+  const int64_t wbytes = copies * p.groups * co_tiles * phases * tmax[0] * plan.wg_cblocks *
+                         tmax[1] * tmax[2] * wg::kM * plan.wg_bk * e;
+  const int64_t xbytes = copies * p.batch * p.groups * chunks * 16 * p.input_size[0] *
+                         p.input_size[1] * p.input_size[2];
   plan.wg_xt_offset = std::size_t(round_up(wbytes, 256));
   plan.wg_counter_offset = std::size_t(round_up(int64_t(plan.wg_xt_offset) + xbytes, 256));
   plan.wg = true;
@@ -697,7 +708,8 @@ void make_xt_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, con
   const int64_t row = int64_t(plan.wg_bk) * e;  // bytes of a position's channel block
   const cuuint64_t dims[5] = {cuuint64_t(plan.wg_bk), cuuint64_t(p.input_size[2]),
                               cuuint64_t(p.input_size[1]), cuuint64_t(p.input_size[0]),
-                              cuuint64_t(p.batch * p.groups * plan.wg_cblocks)};
+                              cuuint64_t((plan.split ? 2 : 1) * p.batch * p.groups *
+                                         plan.wg_cblocks)};
   const cuuint64_t wrow = cuuint64_t(row) * cuuint64_t(p.input_size[2]);
   const cuuint64_t plane = wrow * cuuint64_t(p.input_size[1]);
   const cuuint64_t gstrides[4] = {cuuint64_t(row), wrow, plane, plane * cuuint64_t(p.input_size[0])};
@@ -721,7 +733,8 @@ void make_xt_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, con
 
 std::string describe_wgmma(const ImplicitGemmFpropPlan& plan) {
   return detail::str_cat(
-      "implicit-GEMM wgmma persistent, tile 64 channels x ", plan.wg_n, " positions (",
+      "implicit-GEMM wgmma persistent", plan.split ? " 3xTF32" : "", ", tile 64 channels x ",
+      plan.wg_n, " positions (",
       plan.wg_rows, " rows x ", plan.wg_wv, " of a ", plan.wg_hbox, "x", plan.wg_wbox,
       " box, ", int(plan.wg_used * 100 + 0.5), "% used), K step ", plan.wg_bk,
       " channels x ", plan.wg_hb, " H taps x ", plan.wg_tmax[2], " W taps, ", plan.wg_stages,
@@ -759,13 +772,17 @@ std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Pro
     const WgmmaMapFn encode = [&](CUtensorMap* m, void* xt) { make_xt_tensor_map(m, plan, p, xt); };
     switch (p.dtype) {
       case DType::kFloat32:
-        launch_fprop_wgmma<float>(plan, p, x, w, b, y, opt, device, encode);
+        if (plan.split) {
+          launch_fprop_wgmma<float, true>(plan, p, x, w, b, y, opt, device, encode);
+        } else {
+          launch_fprop_wgmma<float, false>(plan, p, x, w, b, y, opt, device, encode);
+        }
         break;
       case DType::kFloat16:
-        launch_fprop_wgmma<__half>(plan, p, x, w, b, y, opt, device, encode);
+        launch_fprop_wgmma<__half, false>(plan, p, x, w, b, y, opt, device, encode);
         break;
       case DType::kBFloat16:
-        launch_fprop_wgmma<__nv_bfloat16>(plan, p, x, w, b, y, opt, device, encode);
+        launch_fprop_wgmma<__nv_bfloat16, false>(plan, p, x, w, b, y, opt, device, encode);
         break;
       default: throw Error("convt: implicit-GEMM forward called for an unsupported dtype");
     }

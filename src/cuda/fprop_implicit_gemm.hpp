@@ -44,6 +44,9 @@ struct ImplicitGemmFpropPlan {
   // the epilogue's shared memory.
   bool wg_fuse_w = false;
   int wg_fpitch = 0, wg_epi_bytes = 0;
+  // Offsets within a stage of the weight tiles, and (split TF32) of the residual box and
+  // residual weight tiles.
+  int wg_w_off = 0, wg_xs_off = 0, wg_ws_off = 0;
   // Workspace: packed weight at 0, the input copy at wg_xt_offset, the tile counter.
   std::size_t wg_xt_offset = 0, wg_counter_offset = 0;
   std::string describe() const;

@@ -273,11 +273,11 @@ void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
 // The persistent wgmma kernel (convt/cuda/implicit_gemm_fprop_wgmma_sm90.cuh)
 // ---------------------------------------------------------------------------------------
 
-template <typename T, int N>
+template <typename T, int N, bool kSplit>
 void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
                     cudaStream_t stream, int device) {
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem(wg::fprop_wgmma_kernel<T, N>, wg::kBlockSmem, device, smem_set);
+  allow_smem(wg::fprop_wgmma_kernel<T, N, kSplit>, wg::kBlockSmem, device, smem_set);
   // Persistent: as many blocks as are resident at once, at most one per tile.
   static std::atomic<int> cached_sms{0};
   int sms = cached_sms.load(std::memory_order_relaxed);
@@ -287,11 +287,12 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
     cached_sms.store(sms, std::memory_order_relaxed);
   }
   int per_sm = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wg::fprop_wgmma_kernel<T, N>,
-                                                           wg::kThreads, smem),
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                 &per_sm, wg::fprop_wgmma_kernel<T, N, kSplit>, wg::kThreads, smem),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   const int64_t blocks = std::min<int64_t>(fp.tiles, int64_t(sms) * std::max(per_sm, 1));
-  wg::fprop_wgmma_kernel<T, N><<<static_cast<unsigned>(blocks), wg::kThreads, smem, stream>>>(map, fp);
+  wg::fprop_wgmma_kernel<T, N, kSplit>
+      <<<static_cast<unsigned>(blocks), wg::kThreads, smem, stream>>>(map, fp);
   check_cuda(cudaGetLastError(), "implicit-GEMM (wgmma) forward launch");
 }
 
@@ -299,7 +300,7 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
 
 // The plan's wgmma launch: packs the weight and copies the input into the workspace (see
 // wgmma_workspace), then runs the kernel on the tensor map `encode` makes of the copy.
-template <typename T>
+template <typename T, bool kSplit>
 void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
                         const TensorRef& w, const TensorRef* b, const TensorRef& y,
                         const ExecOptions& opt, int device, const WgmmaMapFn& encode) {
@@ -320,6 +321,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   pk.co_tiles = int((cog + wg::kM - 1) / wg::kM);
   pk.cblocks = plan.wg_cblocks;
   pk.bk = plan.wg_bk;
+  pk.split = kSplit ? 1 : 0;
   for (int d = 0; d < 3; ++d) {
     pk.k[d] = int(p.kernel_size[d]);
     pk.stride[d] = int(p.stride[d]);
@@ -342,6 +344,9 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   tp.cblocks = plan.wg_cblocks;
   tp.bk = plan.wg_bk;
   for (int d = 0; d < 3; ++d) tp.in[d] = int(p.input_size[d]);
+  tp.split = kSplit ? 1 : 0;
+  tp.small_off = int64_t(tp.batch) * tp.groups * tp.cblocks * (tp.bk / wg::Kc<T>::value) *
+                 tp.in[0] * tp.in[1] * tp.in[2];
   if (tp.x_str[4] == 1) {
     // Rows of the input contiguous: the tiled copy, with 16-byte loads where every row
     // starts 16-byte aligned and holds whole 16-byte chunks.
@@ -413,14 +418,27 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.fpitch = plan.wg_fpitch;
   fp.tile_phases = plan.wg_fuse_w ? fp.phases / fp.stride[2] : fp.phases;
   fp.epi_bytes = plan.wg_epi_bytes;
+  fp.w_off = plan.wg_w_off;
+  fp.xs_off = plan.wg_xs_off;
+  fp.ws_off = plan.wg_ws_off;
+  fp.split_ngc = fp.batch * fp.groups * fp.cblocks;
+  fp.w_small = packed * int64_t(sizeof(T));
   const std::size_t smem = wgmma_shared_bytes(plan);
   switch (plan.wg_n) {
-    case 128: launch_wgmma_n<T, 128>(fp, map, smem, opt.stream, device); break;
-    case 160: launch_wgmma_n<T, 160>(fp, map, smem, opt.stream, device); break;
-    case 192: launch_wgmma_n<T, 192>(fp, map, smem, opt.stream, device); break;
-    case 208: launch_wgmma_n<T, 208>(fp, map, smem, opt.stream, device); break;
-    case 224: launch_wgmma_n<T, 224>(fp, map, smem, opt.stream, device); break;
-    default: launch_wgmma_n<T, 256>(fp, map, smem, opt.stream, device); break;
+    case 128: launch_wgmma_n<T, 128, kSplit>(fp, map, smem, opt.stream, device); break;
+    case 160: launch_wgmma_n<T, 160, kSplit>(fp, map, smem, opt.stream, device); break;
+    case 192: launch_wgmma_n<T, 192, kSplit>(fp, map, smem, opt.stream, device); break;
+    case 208: launch_wgmma_n<T, 208, kSplit>(fp, map, smem, opt.stream, device); break;
+    default:
+      // (The planner gives split TF32 at most 208 positions: not built past that.)
+      if constexpr (kSplit) {
+        throw Error("convt: split TF32 wgmma tile wider than 208 positions");
+      } else if (plan.wg_n == 224) {
+        launch_wgmma_n<T, 224, kSplit>(fp, map, smem, opt.stream, device);
+      } else {
+        launch_wgmma_n<T, 256, kSplit>(fp, map, smem, opt.stream, device);
+      }
+      break;
   }
 }
 
@@ -454,9 +472,10 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
                                             const TensorRef*, const TensorRef&,            \
                                             const ExecOptions&)
 
-// The wgmma kernel's launch for T (float as TF32, __half, __nv_bfloat16), in one unit each.
-#define CONVT_INSTANTIATE_WGMMA_LAUNCH(T)                                                  \
-  template void launch_fprop_wgmma<T>(const ImplicitGemmFpropPlan&, const Problem&,        \
+// The wgmma kernel's launch for T (float as TF32 or split TF32, __half, __nv_bfloat16), in
+// one unit each.
+#define CONVT_INSTANTIATE_WGMMA_LAUNCH(T, kSplit)                                          \
+  template void launch_fprop_wgmma<T, kSplit>(const ImplicitGemmFpropPlan&, const Problem&,\
                                       const TensorRef&, const TensorRef&, const TensorRef*,  \
                                       const TensorRef&, const ExecOptions&, int,             \
                                       const WgmmaMapFn&)

@@ -37,8 +37,8 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
 using WgmmaMapFn = std::function<void(CUtensorMap*, void*)>;
 
 // The persistent wgmma kernel (sm_90a): packs the weight and copies the input into the
-// workspace, then runs it with the plan's tile.
-template <typename T>
+// workspace, then runs it with the plan's tile (kSplit: float as split TF32).
+template <typename T, bool kSplit>
 void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
                         const TensorRef& w, const TensorRef* b, const TensorRef& y,
                         const ExecOptions& opt, int device, const WgmmaMapFn& encode);

@@ -5,7 +5,7 @@ namespace convt {
 namespace cuda {
 
 CONVT_INSTANTIATE_FPROP_LAUNCHES(__nv_bfloat16, false);
-CONVT_INSTANTIATE_WGMMA_LAUNCH(__nv_bfloat16);
+CONVT_INSTANTIATE_WGMMA_LAUNCH(__nv_bfloat16, false);
 
 }  // namespace cuda
 }  // namespace convt

@@ -5,7 +5,7 @@ namespace convt {
 namespace cuda {
 
 CONVT_INSTANTIATE_FPROP_LAUNCHES(__half, false);
-CONVT_INSTANTIATE_WGMMA_LAUNCH(__half);
+CONVT_INSTANTIATE_WGMMA_LAUNCH(__half, false);
 
 // 1 in device code built for sm_90a (where the wgmma kernel has its body), else 0.
 __device__ int wgmma_kernel_compiled =

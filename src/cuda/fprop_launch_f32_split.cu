@@ -5,6 +5,7 @@ namespace convt {
 namespace cuda {
 
 CONVT_INSTANTIATE_FPROP_LAUNCHES(float, true);
+CONVT_INSTANTIATE_WGMMA_LAUNCH(float, true);
 
 }  // namespace cuda
 }  // namespace convt

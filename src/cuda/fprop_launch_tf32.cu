@@ -5,7 +5,7 @@ namespace convt {
 namespace cuda {
 
 CONVT_INSTANTIATE_FPROP_LAUNCHES(float, false);
-CONVT_INSTANTIATE_WGMMA_LAUNCH(float);
+CONVT_INSTANTIATE_WGMMA_LAUNCH(float, false);
 
 int tma_kernel_binary_version() {
   cudaFuncAttributes attr{};

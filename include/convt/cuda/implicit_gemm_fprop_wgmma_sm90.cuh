@@ -165,6 +165,12 @@ struct Params {
   // last unit stores whole output rows. tile_phases: the (D, H[, W]) phases of the tile
   // index. epi_bytes: the epilogue's shared memory (the staging of either mode).
   int fuse_w, span, fpitch, tile_phases, epi_bytes;
+  // Offsets within a stage: the weight tiles (after the box), and with split TF32 the
+  // residual copies of the box and of the weight tiles. Split TF32: the input's residual
+  // copy is the tensor map's channel blocks from split_ngc on, the weight's residual tiles
+  // start w_small bytes into the packed weight.
+  int w_off, xs_off, ws_off, split_ngc;
+  int64_t w_small;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -176,7 +182,36 @@ struct TransposeParams {
   int64_t x_str[5];
   int batch, groups, cig, cblocks, bk;
   int in[3];
+  // Split TF32 (float only): the residual x - tf32(x), rounded to TF32, written small_off
+  // 16-byte units after each element's copy.
+  int split;
+  int64_t small_off;
 };
+
+// Stores one 16-byte unit of xt (kc channels) at xt[i]: 16-bit types converted, float
+// rounded to TF32, and with split TF32 the rounding residual at xt[i + small_off].
+template <typename T>
+__device__ __forceinline__ void store_xt(uint4* xt, int64_t i, const float (&v)[Kc<T>::value],
+                                         const TransposeParams& p) {
+  constexpr int kc = Kc<T>::value;
+  union {
+    uint4 u;
+    T e[kc];
+  } big, small;
+#pragma unroll
+  for (int j = 0; j < kc; ++j) {
+    if constexpr (sizeof(T) == 4) {
+      big.e[j] = __uint_as_float(to_tf32(v[j]));
+      small.e[j] = __uint_as_float(to_tf32(v[j] - big.e[j]));
+    } else {
+      big.e[j] = Elem<T>::from_float(v[j]);
+    }
+  }
+  xt[i] = big.u;
+  if constexpr (sizeof(T) == 4) {
+    if (p.split) xt[i + p.small_off] = small.u;
+  }
+}
 
 // One thread per (16 bytes of a row of xt): kc channels gathered along the channel
 // stride, consecutive threads along W (coalesced loads), one 16-byte store.
@@ -199,23 +234,16 @@ __global__ void transpose_input_kernel(TransposeParams p) {
     const int64_t n = r / p.groups;
     const int ch = cb * subs + sub;
     const int64_t base = n * p.x_str[0] + d * p.x_str[2] + h * p.x_str[3] + w * p.x_str[4];
-    union {
-      uint4 v;
-      T e[kc];
-    } u;
+    float v[kc];
 #pragma unroll
     for (int j = 0; j < kc; ++j) {
       const int c = ch * kc + j;
-      float v = 0.f;
-      if (c < p.cig) v = Elem<T>::to_float(x[base + (int64_t(g) * p.cig + c) * p.x_str[1]]);
-      if constexpr (sizeof(T) == 4) {
-        u.e[j] = __uint_as_float(to_tf32(v));
-      } else {
-        u.e[j] = Elem<T>::from_float(v);
-      }
+      v[j] = c < p.cig ? Elem<T>::to_float(x[base + (int64_t(g) * p.cig + c) * p.x_str[1]]) : 0.f;
     }
-    xt[(((((n * p.groups + g) * p.cblocks + cb) * p.in[0] + d) * p.in[1] + h) * p.in[2] + w) *
-           subs + sub] = u.v;
+    store_xt<T>(xt,
+                (((((n * p.groups + g) * p.cblocks + cb) * p.in[0] + d) * p.in[1] + h) * p.in[2] +
+                 w) * subs + sub,
+                v, p);
   }
 }
 
@@ -277,20 +305,10 @@ __global__ void __launch_bounds__(256) transpose_input_tiled_kernel(TransposePar
     const int wn = min(kTw, p.in[2] - w0);
     for (int i = threadIdx.x; i < wn * subs; i += blockDim.x) {
       const int wl = i / subs, sub = i % subs;
-      union {
-        uint4 u;
-        T e[kc];
-      } u;
+      float v[kc];
 #pragma unroll
-      for (int j = 0; j < kc; ++j) {
-        const float v = tile[sub * kc + j][wl];
-        if constexpr (sizeof(T) == 4) {
-          u.e[j] = __uint_as_float(to_tf32(v));
-        } else {
-          u.e[j] = Elem<T>::from_float(v);
-        }
-      }
-      xt[(row + w0 + wl) * subs + sub] = u.u;
+      for (int j = 0; j < kc; ++j) v[j] = tile[sub * kc + j][wl];
+      store_xt<T>(xt, (row + w0 + wl) * subs + sub, v, p);
     }
     __syncthreads();
   }
@@ -302,6 +320,7 @@ struct PackParams {
   int64_t w_str[5];
   int groups, cig, cog, co_tiles, cblocks, bk;
   int k[3], stride[3], pad[3], dil[3], tmax[3];
+  int split;  // split TF32: the residual tiles follow the whole packed weight
 };
 
 __host__ __device__ inline int64_t packed_weight_elems(const PackParams& p) {
@@ -352,7 +371,9 @@ __global__ void pack_weight_wgmma_kernel(PackParams p) {
       v = Elem<T>::to_float(w[off]);
     }
     if constexpr (sizeof(T) == 4) {
-      wp[idx] = __uint_as_float(to_tf32(v));
+      const float big = __uint_as_float(to_tf32(v));
+      wp[idx] = big;
+      if (p.split) wp[idx + total] = __uint_as_float(to_tf32(v - big));
     } else {
       wp[idx] = Elem<T>::from_float(v);
     }
@@ -400,9 +421,13 @@ __device__ __forceinline__ void store_pair(T* y, int64_t off, float a, float b) 
   }
 }
 
-template <typename T, int N>
+// kSplit (float only): split TF32 for strict float32. Each product is
+// W_big X_big + W_big X_small + W_small X_big, big = tf32(v), small = tf32(v - big): both
+// operands' residual copies ride in the same stage, and every MMA step is three wgmma.
+template <typename T, int N, bool kSplit = false>
 __global__ void __launch_bounds__(kThreads, 2)
     fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
+  static_assert(!kSplit || sizeof(T) == 4, "split TF32 is for float");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace tma;
   constexpr int kc = Kc<T>::value;
@@ -523,7 +548,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             hd->shift_h = th.doff * p.wbox;
             hd->doff_w = tw.doff;
             const uint32_t wbytes = uint32_t(hcnt * tw.count) * p.tile_bytes;
-            mbar_arrive_expect_tx(full, uint32_t(p.box_bytes) + wbytes);
+            mbar_arrive_expect_tx(full, (uint32_t(p.box_bytes) + wbytes) * (kSplit ? 2u : 1u));
             const int w0 = qw0 + tw.off0 - (tw.count - 1) * tw.doff;
             const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
             const int d0 = qd + td.off0 - jd * td.doff;
@@ -531,8 +556,12 @@ __global__ void __launch_bounds__(kThreads, 2)
             tma_load_5d(box, &map, full, 0, w0, h0, d0, ngc0 + cb);
             const int64_t wt = ((wtile0 + int64_t(jd) * p.cblocks + cb) * tmax_hw +
                                 int64_t(jh0) * tw.count) * p.tile_bytes;
-            bulk_load(box + p.box_bytes, static_cast<const unsigned char*>(p.wp) + wt, wbytes,
-                      full);
+            const unsigned char* wp = static_cast<const unsigned char*>(p.wp);
+            bulk_load(box + p.w_off, wp + wt, wbytes, full);
+            if constexpr (kSplit) {
+              tma_load_5d(box + p.xs_off, &map, full, 0, w0, h0, d0, p.split_ngc + ngc0 + cb);
+              bulk_load(box + p.ws_off, wp + p.w_small + wt, wbytes, full);
+            }
             if (++cb == p.cblocks) {
               cb = 0;
               if (++hbi == hblocks) {
@@ -589,7 +618,10 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int shift_h = __shfl_sync(0xffffffffu, lane == 0 ? hd->shift_h : 0, 0);
         const int doff_w = __shfl_sync(0xffffffffu, lane == 0 ? hd->doff_w : 0, 0);
         const uint32_t box = smem_addr(st);
-        const uint32_t wts = box + p.box_bytes;
+        const uint32_t wts = box + p.w_off;
+        // Split TF32: the residual copies' descriptors, the same addresses moved by their
+        // offsets (in the descriptor's 16-byte units).
+        const uint64_t dws = uint64_t(p.ws_off - p.w_off) >> 4, dxs = uint64_t(p.xs_off) >> 4;
         // The stage's (H tap, W tap, MMA K step) in batches of kBatch: one fence, then the
         // batch's wgmma back to back, each with descriptors in registers of its own. (A
         // loop of single wgmma needs a fence per iteration, ptxas inserts one otherwise,
@@ -620,6 +652,10 @@ __global__ void __launch_bounds__(kThreads, 2)
             for (int u = 0; u < kBatch; ++u) {
               WgmmaSS<T, N>::run(acc, da[u], db[u], accumulate);
               accumulate = 1;
+              if constexpr (kSplit) {
+                WgmmaSS<T, N>::run(acc, da[u], db[u] + dxs, 1);
+                WgmmaSS<T, N>::run(acc, da[u] + dws, db[u], 1);
+              }
             }
           } else {
 #pragma unroll
@@ -627,6 +663,10 @@ __global__ void __launch_bounds__(kThreads, 2)
               if (u < left) {
                 WgmmaSS<T, N>::run(acc, da[u], db[u], accumulate);
                 accumulate = 1;
+                if constexpr (kSplit) {
+                  WgmmaSS<T, N>::run(acc, da[u], db[u] + dxs, 1);
+                  WgmmaSS<T, N>::run(acc, da[u] + dws, db[u], 1);
+                }
               }
             }
           }
