@@ -342,8 +342,9 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
       const double top = best_used;
       for (int i = 0; i < wg::kNumN; ++i) {
         const int64_t n = wg::n_choice(i);
-        // (Split TF32 past 208 positions spills registers: its descriptors are doubled.)
-        if (copies == 2 && n > 208) continue;
+        // (Split TF32 keeps a second set of accumulators, the running sum: at most 128
+        // positions fit the registers.)
+        if (copies == 2 && n > 128) continue;
         int64_t span = n - halo_w;
         if (fuse) span = std::min(span, pmax / sw);
         if (span < 1 || (span < 8 && span < q[2])) continue;

@@ -424,21 +424,19 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.split_ngc = fp.batch * fp.groups * fp.cblocks;
   fp.w_small = packed * int64_t(sizeof(T));
   const std::size_t smem = wgmma_shared_bytes(plan);
-  switch (plan.wg_n) {
-    case 128: launch_wgmma_n<T, 128, kSplit>(fp, map, smem, opt.stream, device); break;
-    case 160: launch_wgmma_n<T, 160, kSplit>(fp, map, smem, opt.stream, device); break;
-    case 192: launch_wgmma_n<T, 192, kSplit>(fp, map, smem, opt.stream, device); break;
-    case 208: launch_wgmma_n<T, 208, kSplit>(fp, map, smem, opt.stream, device); break;
-    default:
-      // (The planner gives split TF32 at most 208 positions: not built past that.)
-      if constexpr (kSplit) {
-        throw Error("convt: split TF32 wgmma tile wider than 208 positions");
-      } else if (plan.wg_n == 224) {
-        launch_wgmma_n<T, 224, kSplit>(fp, map, smem, opt.stream, device);
-      } else {
-        launch_wgmma_n<T, 256, kSplit>(fp, map, smem, opt.stream, device);
-      }
-      break;
+  if constexpr (kSplit) {
+    // (The planner gives split TF32 128 positions: not built for more.)
+    CONVT_CHECK(plan.wg_n == 128, "convt: split TF32 wgmma tile of ", plan.wg_n, " positions");
+    launch_wgmma_n<T, 128, true>(fp, map, smem, opt.stream, device);
+  } else {
+    switch (plan.wg_n) {
+      case 128: launch_wgmma_n<T, 128, false>(fp, map, smem, opt.stream, device); break;
+      case 160: launch_wgmma_n<T, 160, false>(fp, map, smem, opt.stream, device); break;
+      case 192: launch_wgmma_n<T, 192, false>(fp, map, smem, opt.stream, device); break;
+      case 208: launch_wgmma_n<T, 208, false>(fp, map, smem, opt.stream, device); break;
+      case 224: launch_wgmma_n<T, 224, false>(fp, map, smem, opt.stream, device); break;
+      default: launch_wgmma_n<T, 256, false>(fp, map, smem, opt.stream, device); break;
+    }
   }
 }
 

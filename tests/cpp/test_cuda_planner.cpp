@@ -296,12 +296,12 @@ TEST(CudaPlanner, WgmmaPlansFitTwoBlocksAndStageWholeRows) {
         if (!plan.usable || !plan.wg) continue;
         ++plans;
         // Stage layout: box, weight tiles; split TF32 adds the residual box at the next
-        // 1024 bytes (its swizzle) and the residual weight tiles, and stays within N 208.
+        // 1024 bytes (its swizzle) and the residual weight tiles, on the 128-position tile.
         const int64_t wtiles = int64_t(plan.wg_hb) * plan.wg_tmax[2] * 64 * plan.wg_bk *
                                static_cast<int64_t>(convt::dtype_size(p.dtype));
         if (plan.split) {
           ++split_plans;
-          EXPECT_LE(plan.wg_n, 208);
+          EXPECT_EQ(plan.wg_n, 128);
           EXPECT_EQ(plan.wg_xs_off % 1024, 0);
           EXPECT_GE(plan.wg_xs_off, plan.wg_box_bytes);
           EXPECT_EQ(plan.wg_w_off, 2 * plan.wg_xs_off);
