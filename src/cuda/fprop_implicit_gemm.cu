@@ -499,15 +499,21 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
   // producer's stages, the epilogue) are paid back by deep K loops, and its 64-channel
   // tile wastes MMA work on narrow groups: measured on an H200 (docs/kernels.md) it is
   // ahead of the TMA kernel where a phase has at least 24 taps, or at least 9 with 48 or
-  // more output channels per group, and behind it elsewhere. The dispatcher picks it
-  // there; CONVT_FORWARD_KERNEL=implicit_gemm_wgmma asks for it anywhere.
+  // more output channels per group, and behind it elsewhere; in strict float32 (split
+  // TF32 on both) where a phase has at least 3 taps and 48 output channels per group, or
+  // 24 taps and 24 channels. The dispatcher picks it there;
+  // CONVT_FORWARD_KERNEL=implicit_gemm_wgmma asks for it anywhere.
   if (opt.forward_kernel == ForwardKernel::kAuto ||
       opt.forward_kernel == ForwardKernel::kImplicitGemmWgmma) {
     const std::size_t mma_workspace = plan.workspace_bytes;
     plan_wgmma_tile(p, plan);
     if (plan.wg && opt.forward_kernel == ForwardKernel::kAuto) {
       const int64_t taps = int64_t(plan.wg_tmax[0]) * plan.wg_tmax[1] * plan.wg_tmax[2];
-      if (!(taps >= 24 || (taps >= 9 && cog >= 48))) {
+      // Split TF32 triples the MMAs, where the wgmma kernel's lead is larger: it takes
+      // every tile that fills most of its 64 channels and has a few taps, or a deep K.
+      const bool take = plan.split ? (cog >= 48 && taps >= 3) || (taps >= 24 && cog >= 24)
+                                   : taps >= 24 || (taps >= 9 && cog >= 48);
+      if (!take) {
         plan.wg = false;
         plan.workspace_bytes = mma_workspace;
         plan.wg_reason = detail::str_cat(taps, " taps per phase and ", cog,
