@@ -417,8 +417,8 @@ TEST(CudaFastPathOrder, EveryTileSizeInOneProcess) {
 
 // Strict float32 on tensor cores (split TF32) keeps float32 accuracy on long reductions:
 // K = 27 taps x 96 channels (one K loop of 81 steps), in every forward kernel (the wgmma
-// kernel sums its K steps outside wgmma for this), within the
-// strict budget (4e-6) of the float64 oracle, where one TF32 rounding alone would miss it.
+// kernel sums its K steps outside wgmma for this), within the strict budget (4e-6) of the
+// float64 oracle, where one TF32 rounding alone would miss it.
 TEST(CudaStrictFloat32, SplitTf32KeepsLongReductionsWithinTheStrictBudget) {
   SKIP_WITHOUT_CUDA();
   const Precision strict = kPrecisions[0];
