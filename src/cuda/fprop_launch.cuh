@@ -311,6 +311,8 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   int* counter = reinterpret_cast<int*>(ws + plan.wg_counter_offset);
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
 
+  // The tile counter and (split TF32) the non-finite flag, zero before the kernels.
+  check_cuda(cudaMemsetAsync(counter, 0, 2 * sizeof(int), opt.stream), "cudaMemsetAsync");
   wg::PackParams pk{};
   pk.w = w.data;
   pk.wp = wp;
@@ -322,6 +324,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   pk.cblocks = plan.wg_cblocks;
   pk.bk = plan.wg_bk;
   pk.split = kSplit ? 1 : 0;
+  pk.nonfinite = counter + 1;
   for (int d = 0; d < 3; ++d) {
     pk.k[d] = int(p.kernel_size[d]);
     pk.stride[d] = int(p.stride[d]);
@@ -345,6 +348,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   tp.bk = plan.wg_bk;
   for (int d = 0; d < 3; ++d) tp.in[d] = int(p.input_size[d]);
   tp.split = kSplit ? 1 : 0;
+  tp.nonfinite = counter + 1;
   tp.small_off = int64_t(tp.batch) * tp.groups * tp.cblocks * (tp.bk / wg::Kc<T>::value) *
                  tp.in[0] * tp.in[1] * tp.in[2];
   if (tp.x_str[4] == 1) {
@@ -368,7 +372,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     wg::transpose_input_kernel<T><<<static_cast<unsigned>(tblocks), 256, 0, opt.stream>>>(tp);
   }
   check_cuda(cudaGetLastError(), "transpose_input_kernel launch");
-  check_cuda(cudaMemsetAsync(counter, 0, sizeof(int), opt.stream), "cudaMemsetAsync");
+
 
   alignas(64) CUtensorMap map;
   encode(&map, xt);

@@ -826,8 +826,10 @@ TEST(CudaEdgeCases, NonFiniteInputsPropagateLikeTheFloat64Oracle) {
   const double inf = std::numeric_limits<double>::infinity();
   uint64_t seed = 31337;
   for (const Precision& precision : kPrecisions) {
-    for (ForwardKernel kernel : {ForwardKernel::kImplicitGemm, ForwardKernel::kImplicitGemmHalo,
-                                 ForwardKernel::kImplicitGemmTma, ForwardKernel::kAuto}) {
+    for (ForwardKernel kernel :
+         {ForwardKernel::kImplicitGemm, ForwardKernel::kImplicitGemmHalo,
+          ForwardKernel::kImplicitGemmTma, ForwardKernel::kImplicitGemmWgmma,
+          ForwardKernel::kAuto}) {
       Problem p = base;
       p.dtype = precision.dtype;
       SCOPED_TRACE(std::string(precision.name) + ", forward kernel " +

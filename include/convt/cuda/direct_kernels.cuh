@@ -53,6 +53,9 @@ struct DirectParams {
   int64_t gcd[3], s_g[3], d_g[3], d_g_inv[3];
   int64_t x_str[5], w_str[5], y_str[5];
   int64_t b_str;  // element stride of the 1-D bias (or grad_bias)
+  // forward_kernel runs only where this is null or points at a nonzero flag (a recompute
+  // that the device decides on: see cuda_backend.cu, split TF32 and non-finite values).
+  const int* only_if = nullptr;
 };
 
 // Block sizes, and the resident blocks per multiprocessor the register allocation aims for
@@ -237,6 +240,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
                    const T* __restrict__ b, T* __restrict__ y, int64_t total) {
   using E = Elem<T>;
   using A = typename E::Acc;
+  if (p.only_if != nullptr && *p.only_if == 0) return;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = idx;

@@ -186,6 +186,7 @@ struct TransposeParams {
   // 16-byte units after each element's copy.
   int split;
   int64_t small_off;
+  int* nonfinite;  // split TF32: set to 1 where an input is infinite or NaN
 };
 
 // Stores one 16-byte unit of xt (kc channels) at xt[i]: 16-bit types converted, float
@@ -209,7 +210,13 @@ __device__ __forceinline__ void store_xt(uint4* xt, int64_t i, const float (&v)[
   }
   xt[i] = big.u;
   if constexpr (sizeof(T) == 4) {
-    if (p.split) xt[i + p.small_off] = small.u;
+    if (p.split) {
+      xt[i + p.small_off] = small.u;
+      bool finite = true;
+#pragma unroll
+      for (int j = 0; j < kc; ++j) finite = finite && isfinite(v[j]);
+      if (!finite) *p.nonfinite = 1;
+    }
   }
 }
 
@@ -321,6 +328,7 @@ struct PackParams {
   int groups, cig, cog, co_tiles, cblocks, bk;
   int k[3], stride[3], pad[3], dil[3], tmax[3];
   int split;  // split TF32: the residual tiles follow the whole packed weight
+  int* nonfinite;  // split TF32: set to 1 where a weight is infinite or NaN
 };
 
 __host__ __device__ inline int64_t packed_weight_elems(const PackParams& p) {
@@ -373,7 +381,10 @@ __global__ void pack_weight_wgmma_kernel(PackParams p) {
     if constexpr (sizeof(T) == 4) {
       const float big = __uint_as_float(to_tf32(v));
       wp[idx] = big;
-      if (p.split) wp[idx + total] = __uint_as_float(to_tf32(v - big));
+      if (p.split) {
+        wp[idx + total] = __uint_as_float(to_tf32(v - big));
+        if (!isfinite(v)) *p.nonfinite = 1;
+      }
     } else {
       wp[idx] = Elem<T>::from_float(v);
     }
