@@ -8,6 +8,8 @@
 #   bash scripts/gpu_check.sh build install bench-fwd ncu   # a forward-performance iteration
 #   bash scripts/gpu_check.sh build fastpath sanitize-fastpath   # the forward kernels' tests
 #   bash scripts/gpu_check.sh install ncu-suite   # Nsight Compute metrics of every suite case
+#   NCU_CASE="kb57 --dtype bf16 --kernel implicit_gemm_wgmma" bash scripts/gpu_check.sh \
+#     build install ncu-src   # stall reasons and per-instruction samples of one kernel
 #   bash scripts/gpu_check.sh install bench-strict   # strict float32 forward, 10 runs a side
 #   bash scripts/gpu_check.sh install tile-sweep   # the TMA kernel's tiles against its planner
 #   bash scripts/gpu_check.sh build install wgmma   # the TMA kernel on wgmma: tests, sanitizers, timing
@@ -129,6 +131,23 @@ if has ncu; then
       --kernel-name regex:convt:: --launch-skip 0 --launch-count 8 --metrics \
       gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
       python3 scripts/profile_case.py $c --reps 2
+    i=$((i + 1))
+  done
+fi
+if has ncu-src; then
+  # Per NCU_CASE (as for ncu): the forward kernel's warp stall reasons in full and its SASS
+  # with per-instruction samples (ncu-src-N-sass.csv), for finding where warps wait.
+  IFS=';' read -ra NCU_LIST <<<"${NCU_CASE:-kb57 --dtype bf16 --batch 2}"
+  i=0
+  for c in "${NCU_LIST[@]}"; do
+    step "ncu-src-$i" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-fprop}" \
+      --launch-skip 1 --launch-count 1 --section WarpStateStats --section SourceCounters \
+      --section SchedulerStats --import-source no -f -o "$OUT/ncu-src-$i" \
+      python3 scripts/profile_case.py $c
+    ncu -i "$OUT/ncu-src-$i.ncu-rep" --print-details all >"$OUT/ncu-src-$i-details.txt" 2>&1
+    ncu -i "$OUT/ncu-src-$i.ncu-rep" --page source --csv --print-source sass \
+      >"$OUT/ncu-src-$i-sass.csv" 2>&1
+    rm -f "$OUT/ncu-src-$i.ncu-rep"
     i=$((i + 1))
   done
 fi
