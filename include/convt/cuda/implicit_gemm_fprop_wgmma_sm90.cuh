@@ -445,8 +445,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Stages (1024-byte aligned: the swizzle patterns), then the headers, the epilogue's
   // staging, the tile info and the barriers.
-  unsigned char* smem = reinterpret_cast<unsigned char*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // (Offset from smem_raw rather than rebuilt from an integer, so that the compiler keeps
+  // knowing these are shared-memory pointers: st.shared, not generic stores.)
+  unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   unsigned char* stages = smem;
   unsigned char* headers = smem + p.stages * p.stage_bytes;
   float* epi = reinterpret_cast<float*>(headers + kMaxStages * kHeaderBytes);
