@@ -312,114 +312,82 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   }
   const int64_t halo_w = (tmax[2] - 1) * doff[2];
   if (halo_w > 248) return no("the W taps' input window is wider than a TMA box");
-  // Staged output rows (CONVT_WG_STAGE_ROWS=1; measured slower, off by default, see
-  // docs/kernels.md): a tile runs every W phase of its columns (one unit of K steps each)
-  // and stores whole output rows from shared memory, 8 or 16 bytes per lane, so that each
-  // output row leaves one block in full 32-byte sectors (a W phase alone writes every s-th
-  // element). Its staging (64 channels x rows x wv x stride_w elements) takes shared
-  // memory from the stages: first up to 64 KB of it, else up to 24 KB, else the tile
-  // stores its outputs from its accumulators (one W phase per tile, the default).
-  const char* stage_env = std::getenv("CONVT_WG_STAGE_ROWS");
-  const bool want_fuse = stage_env && std::string(stage_env) == "1";
-  const int64_t sw = p.stride[2];
   const int hb_env = wg_env_int("CONVT_WG_HB"), bk_env = wg_env_int("CONVT_WG_BK");
   const int64_t cig_min = (cig + 2 * kc - 1) / (2 * kc) * (2 * kc);
-  bool found = false;
+  // N and the box: the most valid outputs per computed position; of those within 1% of
+  // the best, the largest N (fewer tiles).
   int best_n = 0;
-  int64_t best_wv = 0, best_rows = 0, epi_bytes = wg::kEpiBytes, fpitch = 0;
+  int64_t best_wv = 0, best_rows = 0;
   double best_used = 0;
-  for (int64_t fuse_kb : {64, 24, 0}) {
-    const bool fuse = want_fuse && fuse_kb > 0;
-    if (!want_fuse && fuse_kb > 0) continue;
-    // Staging elements per channel: rows x wv x stride_w, plus four spare (fpitch).
-    const int64_t pmax = fuse ? fuse_kb * 1024 / (wg::kM * e) - 4 : 0;
-    if (fuse && pmax < sw) continue;
-    // N and the box: the most valid outputs per computed position; of those within 1% of
-    // the best, the largest N (fewer tiles).
-    best_n = 0;
-    best_used = 0;
-    for (int pass = 0; pass < 2; ++pass) {
-      const double top = best_used;
-      for (int i = 0; i < wg::kNumN; ++i) {
-        const int64_t n = wg::n_choice(i);
-        // (Split TF32 keeps a second set of accumulators, the running sum: at most 128
-        // positions fit the registers.)
-        if (copies == 2 && n > 128) continue;
-        int64_t span = n - halo_w;
-        if (fuse) span = std::min(span, pmax / sw);
-        if (span < 1 || (span < 8 && span < q[2])) continue;
-        int64_t wv = q[2], segs = 1;
-        if (q[2] > span) {
-          segs = (q[2] + span - 1) / span;
-          wv = (q[2] + segs - 1) / segs;
-        }
-        const int64_t wbox = wv + halo_w;
-        int64_t rows = std::min<int64_t>({n / wbox, q[1], int64_t(wg::kMaxRows)});
-        if (fuse) rows = std::min(rows, pmax / (wv * sw));
-        if (rows < 1) continue;
-        const int64_t row_groups = (q[1] + rows - 1) / rows;
-        const double used = double(q[1] * q[2]) / double(row_groups * segs * n);
-        if (pass == 0) {
-          best_used = std::max(best_used, used);
-        } else if (used >= 0.99 * top) {
-          best_n = int(n);  // ascending n: the last one kept is the largest
-          best_wv = wv;
-          best_rows = rows;
-          best_used = used;
-        }
+  for (int pass = 0; pass < 2; ++pass) {
+    const double top = best_used;
+    for (int i = 0; i < wg::kNumN; ++i) {
+      const int64_t n = wg::n_choice(i);
+      // (Split TF32 keeps a second set of accumulators, the running sum: at most 128
+      // positions fit the registers.)
+      if (copies == 2 && n > 128) continue;
+      int64_t wv = q[2], segs = 1;
+      if (q[2] + halo_w > n) {
+        const int64_t span = n - halo_w;
+        if (span < 8) continue;
+        segs = (q[2] + span - 1) / span;
+        wv = (q[2] + segs - 1) / segs;
       }
-    }
-    if (best_n == 0) continue;
-    const int64_t wbox = best_wv + halo_w;
-    fpitch = fuse ? best_rows * best_wv * sw + 4 : 0;
-    epi_bytes = std::max<int64_t>(wg::kEpiBytes, (wg::kM * fpitch * e + 15) / 16 * 16);
-    const int64_t budget = wg::kStageBudget - (epi_bytes - wg::kEpiBytes);
-    // The K step: the widest channel block (box rows of 128, 64 or 32 bytes: wider rows
-    // move faster through TMA) that pads the group's channels by at most 1/8 and leaves
-    // three stages (else two), with as many H taps as fit; the box holds the rows of every
-    // H tap of the step.
-    for (int min_stages : {3, 2}) {
-      for (int64_t bk : {8 * kc, 4 * kc, 2 * kc}) {
-        if (found) break;
-        if ((cig + bk - 1) / bk * bk * 8 > cig_min * 9) continue;
-        if (bk_env > 0 && bk != bk_env) continue;
-        for (int64_t hb = tmax[1]; hb >= 1; --hb) {
-          if (hb_env > 0 && hb != std::min<int64_t>(hb_env, tmax[1])) continue;
-          const int64_t hbox = best_rows + (hb - 1) * doff[1];
-          if (hbox > 256) continue;
-          const int64_t box = hbox * wbox * bk * e;
-          const int64_t wbytes = hb * tmax[2] * wg::kM * bk * e;
-          // Stage: box, [residual box at the next 1024 bytes (its swizzle)], weight tiles,
-          // [residual weight tiles].
-          const int64_t xs_off = copies == 2 ? (box + 1023) / 1024 * 1024 : 0;
-          const int64_t w_off = copies == 2 ? 2 * xs_off : box;
-          const int64_t stage = (w_off + copies * wbytes + 1023) / 1024 * 1024;
-          const int64_t stages = std::min<int64_t>(wg::kMaxStages, budget / stage);
-          if (stages < min_stages) continue;
-          plan.wg_hb = int(hb);
-          plan.wg_bk = int(bk);
-          plan.wg_hbox = int(hbox);
-          plan.wg_box_bytes = int(box);
-          plan.wg_stage_bytes = int(stage);
-          plan.wg_stages = int(stages);
-          plan.wg_xs_off = int(xs_off);
-          plan.wg_w_off = int(w_off);
-          plan.wg_ws_off = copies == 2 ? int(w_off + wbytes) : 0;
-          found = true;
-          break;
-        }
+      const int64_t wbox = wv + halo_w;
+      const int64_t rows = std::min<int64_t>({n / wbox, q[1], int64_t(wg::kMaxRows)});
+      const int64_t row_groups = (q[1] + rows - 1) / rows;
+      const double used = double(q[1] * q[2]) / double(row_groups * segs * n);
+      if (pass == 0) {
+        best_used = std::max(best_used, used);
+      } else if (used >= 0.99 * top) {
+        best_n = int(n);  // ascending n: the last one kept is the largest
+        best_wv = wv;
+        best_rows = rows;
+        best_used = used;
       }
-      if (found) break;
-    }
-    if (found) {
-      plan.wg_fuse_w = fuse;
-      break;
     }
   }
   if (best_n == 0) return no("the W taps' input window leaves no tile");
+  const int64_t wbox = best_wv + halo_w;
+  // The K step: the widest channel block (box rows of 128, 64 or 32 bytes: wider rows
+  // move faster through TMA) that pads the group's channels by at most 1/8 and leaves
+  // three stages (else two), with as many H taps as fit; the box holds the rows of every
+  // H tap of the step.
+  bool found = false;
+  for (int min_stages : {3, 2}) {
+    for (int64_t bk : {8 * kc, 4 * kc, 2 * kc}) {
+      if (found) break;
+      if ((cig + bk - 1) / bk * bk * 8 > cig_min * 9) continue;
+      if (bk_env > 0 && bk != bk_env) continue;
+      for (int64_t hb = tmax[1]; hb >= 1; --hb) {
+        if (hb_env > 0 && hb != std::min<int64_t>(hb_env, tmax[1])) continue;
+        const int64_t hbox = best_rows + (hb - 1) * doff[1];
+        if (hbox > 256) continue;
+        const int64_t box = hbox * wbox * bk * e;
+        const int64_t wbytes = hb * tmax[2] * wg::kM * bk * e;
+        // Stage: box, [residual box at the next 1024 bytes (its swizzle)], weight tiles,
+        // [residual weight tiles].
+        const int64_t xs_off = copies == 2 ? (box + 1023) / 1024 * 1024 : 0;
+        const int64_t w_off = copies == 2 ? 2 * xs_off : box;
+        const int64_t stage = (w_off + copies * wbytes + 1023) / 1024 * 1024;
+        const int64_t stages = std::min<int64_t>(wg::kMaxStages, wg::kStageBudget / stage);
+        if (stages < min_stages) continue;
+        plan.wg_hb = int(hb);
+        plan.wg_bk = int(bk);
+        plan.wg_hbox = int(hbox);
+        plan.wg_box_bytes = int(box);
+        plan.wg_stage_bytes = int(stage);
+        plan.wg_stages = int(stages);
+        plan.wg_xs_off = int(xs_off);
+        plan.wg_w_off = int(w_off);
+        plan.wg_ws_off = copies == 2 ? int(w_off + wbytes) : 0;
+        found = true;
+        break;
+      }
+    }
+    if (found) break;
+  }
   if (!found) return no("the K step's input box and weight tiles leave no two stages");
-  plan.wg_fpitch = int(fpitch);
-  plan.wg_epi_bytes = int(epi_bytes);
   plan.wg_n = best_n;
   plan.wg_wv = int(best_wv);
   plan.wg_wbox = int(best_wv + halo_w);
@@ -431,8 +399,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   const int64_t phases = p.stride[0] * p.stride[1] * p.stride[2];
   const int64_t segs = (q[2] + best_wv - 1) / best_wv;
   const int64_t row_groups = (q[1] + best_rows - 1) / best_rows;
-  const int64_t tile_phases = plan.wg_fuse_w ? phases / sw : phases;
-  const int64_t tiles = p.groups * co_tiles * tile_phases * p.batch * q[0] * row_groups * segs;
+  const int64_t tiles = p.groups * co_tiles * phases * p.batch * q[0] * row_groups * segs;
   if (tiles > INT_MAX - (int64_t(1) << 22)) return no("too many tiles");
   const int64_t chunks = int64_t(plan.wg_cblocks) * plan.wg_bk / kc;
   if (copies * p.batch * p.groups * plan.wg_cblocks >= (int64_t(1) << 31))
@@ -450,7 +417,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
 
 std::size_t wgmma_shared_bytes(const ImplicitGemmFpropPlan& plan) {
   return std::size_t(plan.wg_stages) * plan.wg_stage_bytes + wg::kMaxStages * wg::kHeaderBytes +
-         std::size_t(plan.wg_epi_bytes) + wg::kInfoBytes + wg::kBarrierBytes + 1024;
+         wg::kEpiBytes + wg::kInfoBytes + wg::kBarrierBytes + 1024;
 }
 
 std::size_t wgmma_max_shared_bytes() { return wg::kBlockSmem; }
@@ -745,8 +712,7 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan) {
       plan.wg_rows, " rows x ", plan.wg_wv, " of a ", plan.wg_hbox, "x", plan.wg_wbox,
       " box, ", int(plan.wg_used * 100 + 0.5), "% used), K step ", plan.wg_bk,
       " channels x ", plan.wg_hb, " H taps x ", plan.wg_tmax[2], " W taps, ", plan.wg_stages,
-      " stages", plan.wg_fuse_w ? ", output rows staged" : "", ", workspace ",
-      plan.workspace_bytes, " B");
+      " stages, workspace ", plan.workspace_bytes, " B");
 }
 
 std::string describe_fallback(const ImplicitGemmFpropPlan& plan, const std::string& why) {

@@ -40,10 +40,6 @@ struct ImplicitGemmFpropPlan {
   int64_t wg_tiles = 0;
   int wg_stages = 0, wg_stage_bytes = 0, wg_box_bytes = 0;
   double wg_used = 0;  // valid outputs / computed positions
-  // W phases fused into one tile (W stride > 1): staging pitch (elements per channel) and
-  // the epilogue's shared memory.
-  bool wg_fuse_w = false;
-  int wg_fpitch = 0, wg_epi_bytes = 0;
   // Offsets within a stage of the weight tiles, and (split TF32) of the residual box and
   // residual weight tiles.
   int wg_w_off = 0, wg_xs_off = 0, wg_ws_off = 0;

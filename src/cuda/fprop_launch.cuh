@@ -417,11 +417,6 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.box_bytes = plan.wg_box_bytes;
   fp.tile_bytes = wg::kM * plan.wg_bk * int(sizeof(T));
   fp.row_bytes = plan.wg_bk * int(sizeof(T));
-  fp.fuse_w = plan.wg_fuse_w ? 1 : 0;
-  fp.span = plan.wg_wv * fp.stride[2];
-  fp.fpitch = plan.wg_fpitch;
-  fp.tile_phases = plan.wg_fuse_w ? fp.phases / fp.stride[2] : fp.phases;
-  fp.epi_bytes = plan.wg_epi_bytes;
   fp.w_off = plan.wg_w_off;
   fp.xs_off = plan.wg_xs_off;
   fp.ws_off = plan.wg_ws_off;

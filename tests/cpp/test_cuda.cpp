@@ -669,8 +669,7 @@ std::vector<Case> wgmma_cases() {
                    {1, 1, 1}, true));
   add(make_problem(3, 4, 16, 32, 2, {10, 12, 20}, {3, 3, 3}, {2, 1, 2}, {1, 1, 1}, {1, 0, 1},
                    {1, 1, 1}, true));
-  // W strides above 1: every W phase of a tile's columns in one tile, whole rows stored
-  // from shared memory. Tap-less W phases (stride 2 and 5 with dilation 2), a last column
+  // W strides above 1: tap-less W phases (stride 2 and 5 with dilation 2), a last column
   // segment that only some phases reach (output_padding), several rows per tile, two
   // channel tiles, groups, a 3-D stride of 4 along W.
   add(make_problem(1, 2, 32, 64, 1, {3000, 1, 1}, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, {0, 0, 0},

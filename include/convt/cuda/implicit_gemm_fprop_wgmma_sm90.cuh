@@ -48,13 +48,6 @@
 // the positions (two elements per lane), adding the bias. Another block on the same
 // multiprocessor runs its MMAs meanwhile.
 //
-// Staged output rows (Params::fuse_w, opt-in: CONVT_WG_STAGE_ROWS=1): a tile is every W
-// phase of its columns, one unit of K steps per phase; each unit's outputs (with the bias)
-// go to shared memory at their interleaved columns, and after the last unit each warp
-// stores whole output rows of its 16 channels, 8 or 16 bytes per lane. Every output row
-// then leaves one block in full sectors, but the staging takes shared memory from the
-// stages and each unit pays an epilogue: measured slower (docs/kernels.md).
-//
 // The header needs only the CUDA headers, so that a single-file build can inline it.
 #pragma once
 
@@ -103,10 +96,9 @@ struct Kc {
   static constexpr int value = 16 / int(sizeof(T));
 };
 
-// Stage flags: the unit's first K step, its last (the header then describes its outputs),
-// no MMA (a phase without taps: its outputs are the bias), the producer's end, and the
-// tile's last unit (its outputs are stored).
-enum : int { kFirst = 1, kLast = 2, kNoMma = 4, kEnd = 8, kStore = 16 };
+// Stage flags: the tile's first K step, its last (the header then describes its outputs),
+// no MMA (a phase without taps: its outputs are the bias), the producer's end.
+enum : int { kFirst = 1, kLast = 2, kNoMma = 4, kEnd = 8 };
 
 // What the producer tells the consumers about a stage (written before it arms "full").
 struct StageHeader {
@@ -115,11 +107,9 @@ struct StageHeader {
   int cw;       // W taps of the phase
   int shift_h;  // box rows (flattened) between consecutive H taps: doff_h * wbox
   int doff_w;   // between consecutive W taps
-  // The unit's output (valid with kLast): global channel of row 0, valid channels, rows
-  // and columns; y offset of (row r, column 0) and between columns. With W phases fused:
-  // the unit's W phase, and the columns of the tile's output rows (all its phases).
+  // The tile's output (valid with kLast): global channel of row 0, valid channels, rows
+  // and columns; y offset of (row r, column 0) and between columns.
   int co0, co_valid, rows, cols;
-  int rw, out_cols;
   int steps;    // K steps of the tile (valid with kFirst)
   int64_t col_step;
   int64_t base[kMaxRows];
@@ -129,7 +119,6 @@ static_assert(sizeof(StageHeader) <= kHeaderBytes, "header fits its slot");
 // The consumers' copy of a tile's output description, and the bias of its channels.
 struct EpiInfo {
   int co0, co_valid, rows, cols;
-  int rw, out_cols, store;
   int64_t col_step;
   int64_t base[kMaxRows];
   float bias[kM];
@@ -158,13 +147,6 @@ struct Params {
   int tiles;
   int stages, stage_bytes, box_bytes, tile_bytes;  // stage_bytes: a multiple of 1024
   int row_bytes;    // bytes of a box row: bk elements, 32, 64 or 128
-  // W phases fused (fuse_w = 1, W stride > 1): a tile is all W phases of its columns, one
-  // unit of K steps each; each unit's outputs go to shared memory at their interleaved
-  // columns (rows of span = wv * stride_w elements, fpitch = rows * span + 4 per channel:
-  // four spare elements), and the tile's
-  // last unit stores whole output rows. tile_phases: the (D, H[, W]) phases of the tile
-  // index. epi_bytes: the epilogue's shared memory (the staging of either mode).
-  int fuse_w, span, fpitch, tile_phases, epi_bytes;
   // Offsets within a stage: the weight tiles (after the box), and with split TF32 the
   // residual copies of the box and of the weight tiles. Split TF32: the input's residual
   // copy is the tensor map's channel blocks from split_ngc on, the weight's residual tiles
@@ -451,8 +433,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   unsigned char* stages = smem;
   unsigned char* headers = smem + p.stages * p.stage_bytes;
   float* epi = reinterpret_cast<float*>(headers + kMaxStages * kHeaderBytes);
-  EpiInfo* info = reinterpret_cast<EpiInfo*>(headers + kMaxStages * kHeaderBytes + p.epi_bytes);
-  uint64_t* bars = reinterpret_cast<uint64_t*>(headers + kMaxStages * kHeaderBytes + p.epi_bytes +
+  EpiInfo* info = reinterpret_cast<EpiInfo*>(headers + kMaxStages * kHeaderBytes + kEpiBytes);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(headers + kMaxStages * kHeaderBytes + kEpiBytes +
                                                kInfoBytes);
   const uint32_t full0 = smem_addr(bars), empty0 = smem_addr(bars + kMaxStages);
   // Broadcast, so that the compiler knows these are uniform across each warp (wgmma
@@ -485,109 +467,87 @@ __global__ void __launch_bounds__(kThreads, 2)
       next = atomicAdd(p.counter, 1);
       int r = t;
       const int cot = r % p.co_tiles; r /= p.co_tiles;
-      const int tph = r % p.tile_phases; r /= p.tile_phases;
+      const int ph = r % p.phases; r /= p.phases;
       const int cs = r % p.col_segs; r /= p.col_segs;
       const int rg = r % p.row_groups; r /= p.row_groups;
       const int qd = r % p.q[0]; r /= p.q[0];
       const int n = r % p.batch;
       const int g = r / p.batch;
-      // Fused: tph is the (D, H) phase and the tile's units are its W phases; else tph
-      // is the phase and the tile one unit.
-      const int sw = p.stride[2];
-      const int dh = p.fuse_w ? tph : tph / sw;
-      const int rh = dh % p.stride[1], rd = dh / p.stride[1];
+      const int rw = ph % p.stride[2], rh = (ph / p.stride[2]) % p.stride[1];
+      const int rd = ph / (p.stride[2] * p.stride[1]);
       const int qh0 = rg * p.rows, qw0 = cs * p.wv;
       if (qd >= phase_extent(p.out[0], p.stride[0], rd)) continue;
       const int rows = min(p.rows, phase_extent(p.out[1], p.stride[1], rh) - qh0);
-      if (rows <= 0) continue;
-      const int rw_first = p.fuse_w ? 0 : tph % sw;
-      const int units = p.fuse_w ? sw : 1;
-      // The last unit with outputs (W phase 0 has the most positions).
-      int last_u = -1;
-      for (int u = 0; u < units; ++u)
-        if (phase_extent(p.out[2], sw, rw_first + u) - qw0 > 0) last_u = u;
-      if (last_u < 0) continue;
-      const int out_cols = min(p.wv * sw, p.out[2] - qw0 * sw);
-      for (int u = 0; u <= last_u; ++u) {
-        const int rw = rw_first + u;
-        const int ph = (rd * p.stride[1] + rh) * sw + rw;
-        const int cols = min(p.wv, phase_extent(p.out[2], sw, rw) - qw0);
-        if (cols <= 0) continue;  // (only W phases past the row's end: never the last)
-        if (ph != last_ph) {
-          td = phase_taps(rd, p.stride[0], p.pad[0], p.dil[0], p.k[0]);
-          th = phase_taps(rh, p.stride[1], p.pad[1], p.dil[1], p.k[1]);
-          tw = phase_taps(rw, sw, p.pad[2], p.dil[2], p.k[2]);
-          last_ph = ph;
+      const int cols = min(p.wv, phase_extent(p.out[2], p.stride[2], rw) - qw0);
+      if (rows <= 0 || cols <= 0) continue;
+      if (ph != last_ph) {
+        td = phase_taps(rd, p.stride[0], p.pad[0], p.dil[0], p.k[0]);
+        th = phase_taps(rh, p.stride[1], p.pad[1], p.dil[1], p.k[1]);
+        tw = phase_taps(rw, p.stride[2], p.pad[2], p.dil[2], p.k[2]);
+        last_ph = ph;
+      }
+      const bool mma = td.count > 0 && th.count > 0 && tw.count > 0;
+      const int hblocks = mma ? (th.count + p.hb - 1) / p.hb : 0;
+      const int steps = mma ? td.count * hblocks * p.cblocks : 1;
+      const int64_t wtile0 =
+          ((int64_t(g) * p.co_tiles + cot) * p.phases + ph) * p.tmax[0] * p.cblocks;
+      const int ngc0 = (n * p.groups + g) * p.cblocks;
+      int jd = 0, hbi = 0, cb = 0;
+      for (int s = 0; s < steps; ++s) {
+        mbar_wait(empty0 + 8 * stage, parity ^ 1);
+        unsigned char* st = stages + size_t(stage) * p.stage_bytes;
+        StageHeader* hd = reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes);
+        const uint32_t full = full0 + 8 * stage;
+        int flags = (s == 0 ? kFirst : 0) | (s == steps - 1 ? kLast : 0) | (mma ? 0 : kNoMma);
+        hd->flags = flags;
+        hd->steps = steps;
+        if (flags & kLast) {
+          hd->co0 = g * p.cog + cot * kM;
+          hd->co_valid = min(kM, p.cog - cot * kM);
+          hd->rows = rows;
+          hd->cols = cols;
+          hd->col_step = int64_t(p.stride[2]) * p.y_str[4];
+          const int64_t b0 = int64_t(n) * p.y_str[0] +
+                             int64_t(qd * p.stride[0] + rd) * p.y_str[2] +
+                             int64_t(qw0 * p.stride[2] + rw) * p.y_str[4];
+          for (int i = 0; i < rows; ++i)
+            hd->base[i] = b0 + int64_t((qh0 + i) * p.stride[1] + rh) * p.y_str[3];
         }
-        const bool mma = td.count > 0 && th.count > 0 && tw.count > 0;
-        const int hblocks = mma ? (th.count + p.hb - 1) / p.hb : 0;
-        const int steps = mma ? td.count * hblocks * p.cblocks : 1;
-        const int64_t wtile0 =
-            ((int64_t(g) * p.co_tiles + cot) * p.phases + ph) * p.tmax[0] * p.cblocks;
-        const int ngc0 = (n * p.groups + g) * p.cblocks;
-        int jd = 0, hbi = 0, cb = 0;
-        for (int s = 0; s < steps; ++s) {
-          mbar_wait(empty0 + 8 * stage, parity ^ 1);
-          unsigned char* st = stages + size_t(stage) * p.stage_bytes;
-          StageHeader* hd = reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes);
-          const uint32_t full = full0 + 8 * stage;
-          int flags = (s == 0 ? kFirst : 0) | (s == steps - 1 ? kLast : 0) |
-                      (mma ? 0 : kNoMma) | (s == steps - 1 && u == last_u ? kStore : 0);
-          hd->flags = flags;
-          hd->steps = steps;
-          if (flags & kLast) {
-            hd->co0 = g * p.cog + cot * kM;
-            hd->co_valid = min(kM, p.cog - cot * kM);
-            hd->rows = rows;
-            hd->cols = cols;
-            hd->rw = rw;
-            hd->out_cols = out_cols;
-            // Fused: offsets of the tile's first output column (W phase 0) and steps of one
-            // column; else of the phase's first column and steps of stride_w columns.
-            const int col0 = p.fuse_w ? qw0 * sw : qw0 * sw + rw;
-            hd->col_step = int64_t(p.fuse_w ? 1 : sw) * p.y_str[4];
-            const int64_t b0 = int64_t(n) * p.y_str[0] +
-                               int64_t(qd * p.stride[0] + rd) * p.y_str[2] +
-                               int64_t(col0) * p.y_str[4];
-            for (int i = 0; i < rows; ++i)
-              hd->base[i] = b0 + int64_t((qh0 + i) * p.stride[1] + rh) * p.y_str[3];
+        if (mma) {
+          const int jh0 = hbi * p.hb;
+          const int hcnt = min(p.hb, th.count - jh0);
+          hd->hcnt = hcnt;
+          hd->cw = tw.count;
+          hd->shift_h = th.doff * p.wbox;
+          hd->doff_w = tw.doff;
+          const uint32_t wbytes = uint32_t(hcnt * tw.count) * p.tile_bytes;
+          mbar_arrive_expect_tx(full, (uint32_t(p.box_bytes) + wbytes) * (kSplit ? 2u : 1u));
+          const int w0 = qw0 + tw.off0 - (tw.count - 1) * tw.doff;
+          const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
+          const int d0 = qd + td.off0 - jd * td.doff;
+          const uint32_t box = smem_addr(st);
+          tma_load_5d(box, &map, full, 0, w0, h0, d0, ngc0 + cb);
+          const int64_t wt = ((wtile0 + int64_t(jd) * p.cblocks + cb) * tmax_hw +
+                              int64_t(jh0) * tw.count) * p.tile_bytes;
+          const unsigned char* wp = static_cast<const unsigned char*>(p.wp);
+          bulk_load(box + p.w_off, wp + wt, wbytes, full);
+          if constexpr (kSplit) {
+            tma_load_5d(box + p.xs_off, &map, full, 0, w0, h0, d0, p.split_ngc + ngc0 + cb);
+            bulk_load(box + p.ws_off, wp + p.w_small + wt, wbytes, full);
           }
-          if (mma) {
-            const int jh0 = hbi * p.hb;
-            const int hcnt = min(p.hb, th.count - jh0);
-            hd->hcnt = hcnt;
-            hd->cw = tw.count;
-            hd->shift_h = th.doff * p.wbox;
-            hd->doff_w = tw.doff;
-            const uint32_t wbytes = uint32_t(hcnt * tw.count) * p.tile_bytes;
-            mbar_arrive_expect_tx(full, (uint32_t(p.box_bytes) + wbytes) * (kSplit ? 2u : 1u));
-            const int w0 = qw0 + tw.off0 - (tw.count - 1) * tw.doff;
-            const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
-            const int d0 = qd + td.off0 - jd * td.doff;
-            const uint32_t box = smem_addr(st);
-            tma_load_5d(box, &map, full, 0, w0, h0, d0, ngc0 + cb);
-            const int64_t wt = ((wtile0 + int64_t(jd) * p.cblocks + cb) * tmax_hw +
-                                int64_t(jh0) * tw.count) * p.tile_bytes;
-            const unsigned char* wp = static_cast<const unsigned char*>(p.wp);
-            bulk_load(box + p.w_off, wp + wt, wbytes, full);
-            if constexpr (kSplit) {
-              tma_load_5d(box + p.xs_off, &map, full, 0, w0, h0, d0, p.split_ngc + ngc0 + cb);
-              bulk_load(box + p.ws_off, wp + p.w_small + wt, wbytes, full);
+          if (++cb == p.cblocks) {
+            cb = 0;
+            if (++hbi == hblocks) {
+              hbi = 0;
+              ++jd;
             }
-            if (++cb == p.cblocks) {
-              cb = 0;
-              if (++hbi == hblocks) {
-                hbi = 0;
-                ++jd;
-              }
-            }
-          } else {
-            mbar_arrive(full);
           }
-          if (++stage == p.stages) {
-            stage = 0;
-            parity ^= 1;
-          }
+        } else {
+          mbar_arrive(full);
+        }
+        if (++stage == p.stages) {
+          stage = 0;
+          parity ^= 1;
         }
       }
     }
@@ -728,9 +688,6 @@ __global__ void __launch_bounds__(kThreads, 2)
       info->rows = hd->rows;
       info->cols = hd->cols;
       info->col_step = hd->col_step;
-      info->rw = hd->rw;
-      info->out_cols = hd->out_cols;
-      info->store = (hd->flags & kStore) != 0;
     }
     named_sync_consumers();  // every read of the header is done: release its stage
     mbar_arrive(empty0 + 8 * prev);
@@ -740,91 +697,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int co0 = info->co0, co_valid = info->co_valid, rows = info->rows;
     const int cols = info->cols;
     const int64_t col_step = info->col_step, ys1 = p.y_str[1];
-    if (p.fuse_w) {
-      // This unit's outputs (with the bias) into the warp's staging rows, at their
-      // columns among the tile's W phases; after the tile's last unit, whole rows out.
-      T* fst = reinterpret_cast<T*>(epi) + warp * 16 * p.fpitch;
-      const int sw = p.stride[2], rw = info->rw, span = p.span, wbox = p.wbox;
-      const float bias0 = info->bias[warp * 16 + g8], bias1 = info->bias[warp * 16 + 8 + g8];
-      // Position n of the tile is row n / wbox, column n % wbox of the box (the quotient
-      // from a float reciprocal: exact, since n + 0.5 is at least 0.5 from a multiple of
-      // wbox and both are at most 256). Every lane writes every accumulator, positions
-      // outside the unit's outputs to its spare element past the row, with no branch:
-      // reading accumulators on a divergent path serializes the wgmma (ptxas C7520). A
-      // unit without MMAs then overwrites its outputs with the bias.
-      const float inv_wbox = 1.f / float(wbox);
-      const int spare = p.fpitch - 4 + t4;  // a lane's own (no two lanes write one)
-#pragma unroll
-      for (int pi = 0; pi < N / 8; ++pi) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int n = 8 * pi + 2 * t4 + e;
-          const int r = int((float(n) + 0.5f) * inv_wbox), c = n - r * wbox;
-          const int col = r < rows && c < cols ? r * span + c * sw + rw : spare;
-          fst[g8 * p.fpitch + col] = Elem<T>::from_float(acc[4 * pi + e] + bias0);
-          fst[(8 + g8) * p.fpitch + col] = Elem<T>::from_float(acc[4 * pi + 2 + e] + bias1);
-        }
-      }
-      __syncwarp();
-      if (!has_mma) {
-        for (int n = 2 * t4; n < N; n += 8) {
-          for (int e = 0; e < 2; ++e) {
-            const int r = int((float(n + e) + 0.5f) * inv_wbox), c = n + e - r * wbox;
-            if (r < rows && c < cols) {
-              const int col = r * span + c * sw + rw;
-              fst[g8 * p.fpitch + col] = Elem<T>::from_float(bias0);
-              fst[(8 + g8) * p.fpitch + col] = Elem<T>::from_float(bias1);
-            }
-          }
-        }
-      }
-      __syncwarp();
-      if (info->store) {
-        // Each channel's rows: lanes take kV consecutive columns (one 16- or 8-byte store)
-        // from the first kV-aligned output on; the lead before it and the tail one element
-        // at a time.
-        constexpr int kV = 4;
-        using Vec = typename std::conditional<sizeof(T) == 4, uint4, uint2>::type;
-        const int out_cols = info->out_cols;
-#pragma unroll 2
-        for (int i = 0; i < 16; ++i) {
-          const int m = warp * 16 + i;
-          if (m < co_valid) {
-            for (int r = 0; r < rows; ++r) {
-              const T* src = fst + i * p.fpitch + r * span;
-              T* dst = y + info->base[r] + int64_t(co0 + m) * ys1;
-              if (col_step == 1) {
-                const int lead = min(out_cols, int((kV * sizeof(T) - reinterpret_cast<uintptr_t>(dst) %
-                                                                      (kV * sizeof(T))) %
-                                                     (kV * sizeof(T)) / sizeof(T)));
-                if (lane < lead) dst[lane] = src[lane];
-                for (int j0 = lead; j0 < out_cols; j0 += 32 * kV) {  // (uniform trip count)
-                  const int j = j0 + kV * lane;
-                  if (j + kV <= out_cols) {
-                    union {
-                      Vec v;
-                      T e[kV];
-                    } u;
-#pragma unroll
-                    for (int k = 0; k < kV; ++k) u.e[k] = src[j + k];
-                    *reinterpret_cast<Vec*>(dst + j) = u.v;
-                  } else {
-                    for (int k = j; k < out_cols; ++k) dst[k] = src[k];
-                  }
-                }
-              } else {
-                for (int j0 = 0; j0 < out_cols; j0 += 32) {
-                  const int j = j0 + lane;
-                  if (j < out_cols) dst[j * col_step] = src[j];
-                }
-              }
-            }
-          }
-        }
-      }
-      __syncwarp();
-      continue;
-    }
 #pragma unroll
     for (int pass = 0; pass < (N + 63) / 64; ++pass) {
 #pragma unroll
