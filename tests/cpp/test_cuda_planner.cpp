@@ -26,6 +26,7 @@ using convt::ExecOptions;
 using convt::ForwardKernel;
 using convt::MathMode;
 using convt::Problem;
+using Plan = convt::cuda::ImplicitGemmFpropPlan;
 
 // W taps of the widest phase and the input-column step between a phase's consecutive
 // taps, by enumerating every phase and tap: tap k reaches output phase r when
@@ -88,8 +89,10 @@ std::vector<Problem> fuzzed_problems() {
   return v;
 }
 
-TEST(CudaPlanner, TmaPlansHoldTheirKernelsInvariants) {
-  int tma_plans = 0, narrowed = 0, declined_wide = 0;
+// Calls fn(p, math, plan) for every fuzzed problem p (canonical, 3-D) in each math mode of
+// its dtype (strict float32 for float32 only), with `kernel` asked for.
+template <typename Fn>
+void for_each_fuzzed_plan(ForwardKernel kernel, Fn fn) {
   for (const Problem& problem : fuzzed_problems()) {
     for (MathMode math : {MathMode::kAllowTF32, MathMode::kStrictFP32}) {
       if (math == MathMode::kStrictFP32 && problem.dtype != DType::kFloat32) continue;
@@ -97,43 +100,51 @@ TEST(CudaPlanner, TmaPlansHoldTheirKernelsInvariants) {
       SCOPED_TRACE(problem.to_string());
       ExecOptions opt;
       opt.math = math;
-      const convt::cuda::ImplicitGemmFpropPlan plan = convt::cuda::plan_implicit_gemm_fprop(p, opt);
-      if (!plan.usable) continue;
-      const bool split = p.dtype == DType::kFloat32 && math == MathMode::kStrictFP32;
-      EXPECT_EQ(plan.split, split);
-      EXPECT_EQ(plan.describe().find("3xTF32") != std::string::npos, split) << plan.describe();
-      if (!plan.tma) {
-        if (plan.tma_reason.find("too wide for a TMA box") != std::string::npos) ++declined_wide;
-        EXPECT_FALSE(plan.tma_reason.empty());
-        continue;
-      }
-      ++tma_plans;
-      const int e = static_cast<int>(convt::dtype_size(p.dtype));
-      const int seg_w = 128 / e, align = 16 / e;
-      const WTaps w = brute_force_w_taps(p.stride[2], p.padding[2], p.dilation[2], p.kernel_size[2]);
-      ASSERT_GE(w.max_count, 1);
-      EXPECT_EQ(plan.tma_w_taps, w.max_count);
-      const int64_t row = plan.tma_row_bytes;
-      EXPECT_EQ(row % 32, 16) << "box rows must be an odd multiple of 16 bytes";
-      EXPECT_GE(row / e, seg_w + (w.max_count - 1) * w.doff + align - 1)
-          << "every W tap's window, after the alignment lead, must fit the box row";
-      EXPECT_LE(row / e, 256) << "a TMA box is at most 256 elements wide";
-      EXPECT_TRUE(plan.tma_bn == 32 || plan.tma_bn == 64);
-      EXPECT_TRUE(plan.tma_bk == 16 || plan.tma_bk == 32);
-      if (split) EXPECT_EQ(plan.tma_bn, 32) << "split TF32 has the 32-channel tile only";
-      const int stages = convt::cuda::tma_pipeline_stages(p.dtype, plan.tma_bn, plan.tma_bk,
-                                                          plan.tma_row_bytes, plan.tma_w_taps);
-      EXPECT_GE(stages, 2);
-      EXPECT_LE(stages, convt::cuda::kTmaMaxStages);
-      // The TMA kernel packs its weight into the workspace sized for the plan.
-      const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
-      const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
-      const int64_t packed = p.groups * taps * ((cig + plan.tma_bk - 1) / plan.tma_bk) *
-                             plan.tma_bk * ((cog + plan.tma_bn - 1) / plan.tma_bn) * plan.tma_bn;
-      EXPECT_LE(packed * e, int64_t(plan.workspace_bytes));
-      if (plan.tma_bk == 16 && plan.block_k == 32) ++narrowed;
+      opt.forward_kernel = kernel;
+      fn(p, math, convt::cuda::plan_implicit_gemm_fprop(p, opt));
     }
   }
+}
+
+TEST(CudaPlanner, TmaPlansHoldTheirKernelsInvariants) {
+  int tma_plans = 0, narrowed = 0, declined_wide = 0;
+  for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& p, MathMode math,
+                                                  const Plan& plan) {
+    if (!plan.usable) return;
+    const bool split = p.dtype == DType::kFloat32 && math == MathMode::kStrictFP32;
+    EXPECT_EQ(plan.split, split);
+    EXPECT_EQ(plan.describe().find("3xTF32") != std::string::npos, split) << plan.describe();
+    if (!plan.tma) {
+      if (plan.tma_reason.find("too wide for a TMA box") != std::string::npos) ++declined_wide;
+      EXPECT_FALSE(plan.tma_reason.empty());
+      return;
+    }
+    ++tma_plans;
+    const int e = static_cast<int>(convt::dtype_size(p.dtype));
+    const int seg_w = 128 / e, align = 16 / e;
+    const WTaps w = brute_force_w_taps(p.stride[2], p.padding[2], p.dilation[2], p.kernel_size[2]);
+    ASSERT_GE(w.max_count, 1);
+    EXPECT_EQ(plan.tma_w_taps, w.max_count);
+    const int64_t row = plan.tma_row_bytes;
+    EXPECT_EQ(row % 32, 16) << "box rows must be an odd multiple of 16 bytes";
+    EXPECT_GE(row / e, seg_w + (w.max_count - 1) * w.doff + align - 1)
+        << "every W tap's window, after the alignment lead, must fit the box row";
+    EXPECT_LE(row / e, 256) << "a TMA box is at most 256 elements wide";
+    EXPECT_TRUE(plan.tma_bn == 32 || plan.tma_bn == 64);
+    EXPECT_TRUE(plan.tma_bk == 16 || plan.tma_bk == 32);
+    if (split) EXPECT_EQ(plan.tma_bn, 32) << "split TF32 has the 32-channel tile only";
+    const int stages = convt::cuda::tma_pipeline_stages(p.dtype, plan.tma_bn, plan.tma_bk,
+                                                        plan.tma_row_bytes, plan.tma_w_taps);
+    EXPECT_GE(stages, 2);
+    EXPECT_LE(stages, convt::cuda::kTmaMaxStages);
+    // The TMA kernel packs its weight into the workspace sized for the plan.
+    const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
+    const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
+    const int64_t packed = p.groups * taps * ((cig + plan.tma_bk - 1) / plan.tma_bk) *
+                           plan.tma_bk * ((cog + plan.tma_bn - 1) / plan.tma_bn) * plan.tma_bn;
+    EXPECT_LE(packed * e, int64_t(plan.workspace_bytes));
+    if (plan.tma_bk == 16 && plan.block_k == 32) ++narrowed;
+  });
   // The sweep must reach the paths it is meant to check.
   EXPECT_GT(tma_plans, 200);
   EXPECT_GT(narrowed, 0);
@@ -272,41 +283,32 @@ TEST(CudaPlanner, WgmmaWeightPackingMatchesItsDescriptor) {
 // reads them and fits two blocks per multiprocessor, and its tile's rows and box fit N.
 TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
   int plans = 0, split_plans = 0;
-  for (const Problem& problem : fuzzed_problems()) {
-    for (MathMode math : {MathMode::kAllowTF32, MathMode::kStrictFP32}) {
-      if (math == MathMode::kStrictFP32 && problem.dtype != DType::kFloat32) continue;
-      const Problem p = problem.canonical3d();
-      SCOPED_TRACE(problem.to_string());
-      ExecOptions opt;
-      opt.math = math;
-      opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
-      const convt::cuda::ImplicitGemmFpropPlan plan =
-          convt::cuda::plan_implicit_gemm_fprop(p, opt);
-      if (!plan.usable || !plan.wg) continue;
-      ++plans;
-      // Stage layout: box, weight tiles; split TF32 adds the residual box at the next
-      // 1024 bytes (its swizzle) and the residual weight tiles, on the 128-position tile.
-      const int64_t wtiles = int64_t(plan.wg_hb) * plan.wg_tmax[2] * 64 * plan.wg_bk *
-                             static_cast<int64_t>(convt::dtype_size(p.dtype));
-      if (plan.split) {
-        ++split_plans;
-        EXPECT_EQ(plan.wg_n, 128);
-        EXPECT_EQ(plan.wg_xs_off % 1024, 0);
-        EXPECT_GE(plan.wg_xs_off, plan.wg_box_bytes);
-        EXPECT_EQ(plan.wg_w_off, 2 * plan.wg_xs_off);
-        EXPECT_EQ(plan.wg_ws_off, plan.wg_w_off + wtiles);
-        EXPECT_GE(plan.wg_stage_bytes, plan.wg_ws_off + wtiles);
-      } else {
-        EXPECT_EQ(plan.wg_w_off, plan.wg_box_bytes);
-        EXPECT_GE(plan.wg_stage_bytes, plan.wg_w_off + wtiles);
-      }
-      EXPECT_EQ(plan.wg_stage_bytes % 1024, 0);
-      EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
-      EXPECT_GE(plan.wg_stages, 2);
-      EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
-      EXPECT_LE(plan.wg_rows, 32);
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg) return;
+    ++plans;
+    // Stage layout: box, weight tiles; split TF32 adds the residual box at the next
+    // 1024 bytes (its swizzle) and the residual weight tiles, on the 128-position tile.
+    const int64_t wtiles = int64_t(plan.wg_hb) * plan.wg_tmax[2] * 64 * plan.wg_bk *
+                           static_cast<int64_t>(convt::dtype_size(p.dtype));
+    if (plan.split) {
+      ++split_plans;
+      EXPECT_EQ(plan.wg_n, 128);
+      EXPECT_EQ(plan.wg_xs_off % 1024, 0);
+      EXPECT_GE(plan.wg_xs_off, plan.wg_box_bytes);
+      EXPECT_EQ(plan.wg_w_off, 2 * plan.wg_xs_off);
+      EXPECT_EQ(plan.wg_ws_off, plan.wg_w_off + wtiles);
+      EXPECT_GE(plan.wg_stage_bytes, plan.wg_ws_off + wtiles);
+    } else {
+      EXPECT_EQ(plan.wg_w_off, plan.wg_box_bytes);
+      EXPECT_GE(plan.wg_stage_bytes, plan.wg_w_off + wtiles);
     }
-  }
+    EXPECT_EQ(plan.wg_stage_bytes % 1024, 0);
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+    EXPECT_GE(plan.wg_stages, 2);
+    EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
+    EXPECT_LE(plan.wg_rows, 32);
+  });
   EXPECT_GT(plans, 200);
   EXPECT_GT(split_plans, 50);
 }
