@@ -147,6 +147,7 @@ if has ncu-src; then
     ncu -i "$OUT/ncu-src-$i.ncu-rep" --print-details all >"$OUT/ncu-src-$i-details.txt" 2>&1
     ncu -i "$OUT/ncu-src-$i.ncu-rep" --page source --csv --print-source sass \
       >"$OUT/ncu-src-$i-sass.csv" 2>&1
+    python3 scripts/ncu_src_summary.py "$OUT/ncu-src-$i-sass.csv" | tee -a "$SUMMARY"
     rm -f "$OUT/ncu-src-$i.ncu-rep"
     i=$((i + 1))
   done
