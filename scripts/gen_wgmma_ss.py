@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Writes include/convt/cuda/wgmma_ss_sm90.cuh: wgmma.mma_async m64nNk16 (f16, bf16) and
 m64nNk8 (tf32) wrappers with both operands in shared memory, one per N the wgmma forward
-kernel is built for (implicit_gemm_fprop_wgmma_sm90.cuh). Run it after changing NS."""
+kernel is built for (implicit_gemm_fprop_wgmma_sm90.cuh): NS for its tiles of 64 channels x N
+positions, NC for its position-major tiles of 256 positions x NC channels. Run it after
+changing either."""
 import pathlib
 
 NS = (128, 160, 192, 208, 224, 256)
+NC = (8, 16, 24, 32, 48)
 TYPES = (("__half", "k16.f32.f16.f16", ", 0, 0"), ("__nv_bfloat16", "k16.f32.bf16.bf16", ", 0, 0"),
          ("float", "k8.f32.tf32.tf32", ""))
 
@@ -37,11 +40,11 @@ def main():
         "constexpr bool kWgmmaSSCompiled = true;",
     ]
     for t, shape, tail in TYPES:
-        for n in NS:
+        for n in NC + NS:
             body += [op(t, shape, tail, n), ""]
     body += ["#else", "constexpr bool kWgmmaSSCompiled = false;"]
     for t, _, _ in TYPES:
-        for n in NS:
+        for n in NC + NS:
             body += [f"template <>", f"struct WgmmaSS<{t}, {n}> {{",
                      f"  __device__ static void run(float (&)[{n // 2}], uint64_t, uint64_t, int) {{}}", "};"]
     body += ["#endif", "", "}  // namespace wg", "}  // namespace cuda", "}  // namespace convt", ""]

@@ -313,6 +313,25 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   const int64_t halo_w = (tmax[2] - 1) * doff[2];
   if (halo_w > 248) return no("the W taps' input window is wider than a TMA box");
   const int hb_env = wg_env_int("CONVT_WG_HB"), bk_env = wg_env_int("CONVT_WG_BK");
+  // The tile's channels. wgmma's M is 64 rows: 64 channels x N positions, unless a group
+  // has at most 32 output channels, where that would leave half of M or more empty: then
+  // a position-major tile, 256 positions (four m64 blocks) x nc channels, nc the group's
+  // channels rounded up to 8, 16, 24 or 32. CONVT_WG_NC=64 asks for the channel-major
+  // tile, CONVT_WG_NC=8|16|24|32|48 for that position-major one (split TF32: up to 32,
+  // its running sums take the registers).
+  int nc = 0;
+  const int nc_env = wg_env_int("CONVT_WG_NC");
+  if (nc_env == 8 || nc_env == 16 || nc_env == 24 || nc_env == 32 ||
+      (nc_env == 48 && copies == 1)) {
+    nc = nc_env;
+  } else if (nc_env != 64) {
+    for (int c : {8, 16, 24, 32})
+      if (cog <= c) {
+        nc = c;
+        break;
+      }
+  }
+  const int64_t cw = nc > 0 ? nc : wg::kM;
   const int64_t cig_min = (cig + 2 * kc - 1) / (2 * kc) * (2 * kc);
   // N and the box: the most valid outputs per computed position; of those within 1% of
   // the best, the largest N (fewer tiles).
@@ -325,7 +344,8 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
       const int64_t n = wg::n_choice(i);
       // (Split TF32 keeps a second set of accumulators, the running sum: at most 128
       // positions fit the registers.)
-      if (copies == 2 && n > 128) continue;
+      if (nc == 0 && copies == 2 && n > 128) continue;
+      if (nc > 0 && n != 256) continue;  // (position-major tiles are built for 256)
       int64_t wv = q[2], segs = 1;
       if (q[2] + halo_w > n) {
         const int64_t span = n - halo_w;
@@ -364,7 +384,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
         const int64_t hbox = best_rows + (hb - 1) * doff[1];
         if (hbox > 256) continue;
         const int64_t box = hbox * wbox * bk * e;
-        const int64_t wbytes = hb * tmax[2] * wg::kM * bk * e;
+        const int64_t wbytes = hb * tmax[2] * cw * bk * e;
         // Stage: box, [residual box at the next 1024 bytes (its swizzle)], weight tiles,
         // [residual weight tiles].
         const int64_t xs_off = copies == 2 ? (box + 1023) / 1024 * 1024 : 0;
@@ -389,13 +409,15 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   }
   if (!found) return no("the K step's input box and weight tiles leave no two stages");
   plan.wg_n = best_n;
+  plan.wg_nc = nc;
+  plan.wg_cw = int(cw);
   plan.wg_wv = int(best_wv);
   plan.wg_wbox = int(best_wv + halo_w);
   plan.wg_rows = int(best_rows);
   plan.wg_used = best_used;
   for (int d = 0; d < 3; ++d) plan.wg_tmax[d] = int(tmax[d]);
   plan.wg_cblocks = int((cig + plan.wg_bk - 1) / plan.wg_bk);
-  const int64_t co_tiles = (cog + wg::kM - 1) / wg::kM;
+  const int64_t co_tiles = (cog + cw - 1) / cw;
   const int64_t phases = p.stride[0] * p.stride[1] * p.stride[2];
   const int64_t segs = (q[2] + best_wv - 1) / best_wv;
   const int64_t row_groups = (q[1] + best_rows - 1) / best_rows;
@@ -406,7 +428,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
     return no("too many channel blocks for a tensor map");
   plan.wg_tiles = tiles;
   const int64_t wbytes = copies * p.groups * co_tiles * phases * tmax[0] * plan.wg_cblocks *
-                         tmax[1] * tmax[2] * wg::kM * plan.wg_bk * e;
+                         tmax[1] * tmax[2] * cw * plan.wg_bk * e;
   const int64_t xbytes = copies * p.batch * p.groups * chunks * 16 * p.input_size[0] *
                          p.input_size[1] * p.input_size[2];
   plan.wg_xt_offset = std::size_t(round_up(wbytes, 256));
@@ -707,8 +729,9 @@ void make_xt_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, con
 
 std::string describe_wgmma(const ImplicitGemmFpropPlan& plan) {
   return detail::str_cat(
-      "implicit-GEMM wgmma persistent", plan.split ? " 3xTF32" : "", ", tile 64 channels x ",
-      plan.wg_n, " positions (",
+      "implicit-GEMM wgmma persistent", plan.split ? " 3xTF32" : "", ", tile ",
+      plan.wg_nc > 0 ? detail::str_cat(plan.wg_n, " positions x ", plan.wg_nc, " channels (")
+                     : detail::str_cat("64 channels x ", plan.wg_n, " positions ("),
       plan.wg_rows, " rows x ", plan.wg_wv, " of a ", plan.wg_hbox, "x", plan.wg_wbox,
       " box, ", int(plan.wg_used * 100 + 0.5), "% used), K step ", plan.wg_bk,
       " channels x ", plan.wg_hb, " H taps x ", plan.wg_tmax[2], " W taps, ", plan.wg_stages,

@@ -30,11 +30,14 @@ struct ImplicitGemmFpropPlan {
   int tma_row_bytes = 0;  // bytes of a box row: the windows of every W tap of a phase
   int tma_w_taps = 0;     // W taps of the widest phase (weight tiles per stage)
   // The persistent wgmma kernel (sm_90a; float16, bfloat16, float32 as TF32): tile of 64
-  // channels x wg_n positions, wg_rows output rows of wg_wv columns in a box of wg_hbox x
+  // channels x wg_n positions (or wg_n positions x wg_nc channels), wg_rows output rows of wg_wv columns in a box of wg_hbox x
   // wg_wbox input positions; K steps of wg_bk channels and up to wg_hb H taps.
   bool wg = false;
   std::string wg_reason;  // why not, when !wg
   int wg_n = 0, wg_bk = 0, wg_cblocks = 0, wg_hb = 0;
+  // Position-major tiles (wg_nc > 0): wg_n positions x wg_nc channels; else 64 channels x
+  // wg_n positions. wg_cw: channels per tile (64 or wg_nc).
+  int wg_nc = 0, wg_cw = 64;
   int wg_wbox = 0, wg_hbox = 0, wg_rows = 0, wg_wv = 0;
   int wg_tmax[3] = {0, 0, 0};
   int64_t wg_tiles = 0;

@@ -273,11 +273,11 @@ void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
 // The persistent wgmma kernel (convt/cuda/implicit_gemm_fprop_wgmma_sm90.cuh)
 // ---------------------------------------------------------------------------------------
 
-template <typename T, int N, bool kSplit>
+template <typename T, int N, bool kSplit, int NC = 0>
 void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
                     cudaStream_t stream, int device) {
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem(wg::fprop_wgmma_kernel<T, N, kSplit>, wg::kBlockSmem, device, smem_set);
+  allow_smem(wg::fprop_wgmma_kernel<T, N, kSplit, NC>, wg::kBlockSmem, device, smem_set);
   // Persistent: as many blocks as are resident at once, at most one per tile.
   static std::atomic<int> cached_sms{0};
   int sms = cached_sms.load(std::memory_order_relaxed);
@@ -288,13 +288,38 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
   }
   int per_sm = 0;
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                 &per_sm, wg::fprop_wgmma_kernel<T, N, kSplit>, wg::kThreads, smem),
+                 &per_sm, wg::fprop_wgmma_kernel<T, N, kSplit, NC>, wg::kThreads, smem),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   const int64_t blocks = std::min<int64_t>(fp.tiles, int64_t(sms) * std::max(per_sm, 1));
-  wg::fprop_wgmma_kernel<T, N, kSplit>
+  wg::fprop_wgmma_kernel<T, N, kSplit, NC>
       <<<static_cast<unsigned>(blocks), wg::kThreads, smem, stream>>>(map, fp);
   check_cuda(cudaGetLastError(), "implicit-GEMM (wgmma) forward launch");
 }
+
+}  // namespace fprop_detail
+
+// The wgmma kernel's position-major tiles (256 positions x nc channels), compiled in
+// translation units of their own (fprop_launch_*_pos.cu); split TF32 up to 32 channels.
+template <typename T, bool kSplit>
+void launch_wgmma_pos(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
+                      cudaStream_t stream, int device, int nc) {
+  using fprop_detail::launch_wgmma_n;
+  switch (nc) {
+    case 8: launch_wgmma_n<T, 256, kSplit, 8>(fp, map, smem, stream, device); break;
+    case 16: launch_wgmma_n<T, 256, kSplit, 16>(fp, map, smem, stream, device); break;
+    case 24: launch_wgmma_n<T, 256, kSplit, 24>(fp, map, smem, stream, device); break;
+    case 32: launch_wgmma_n<T, 256, kSplit, 32>(fp, map, smem, stream, device); break;
+    default:
+      if constexpr (!kSplit) {
+        CONVT_CHECK(nc == 48, "convt: wgmma position-major tile of ", nc, " channels");
+        launch_wgmma_n<T, 256, false, 48>(fp, map, smem, stream, device);
+      } else {
+        CONVT_CHECK(false, "convt: split TF32 wgmma position-major tile of ", nc, " channels");
+      }
+  }
+}
+
+namespace fprop_detail {
 
 }  // namespace fprop_detail
 
@@ -320,7 +345,8 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   pk.groups = int(p.groups);
   pk.cig = int(cig);
   pk.cog = int(cog);
-  pk.co_tiles = int((cog + wg::kM - 1) / wg::kM);
+  pk.cw = plan.wg_cw;
+  pk.co_tiles = int((cog + pk.cw - 1) / pk.cw);
   pk.cblocks = plan.wg_cblocks;
   pk.bk = plan.wg_bk;
   pk.split = kSplit ? 1 : 0;
@@ -388,6 +414,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.groups = int(p.groups);
   fp.cig = int(cig);
   fp.cog = int(cog);
+  fp.cw = pk.cw;
   fp.co_tiles = pk.co_tiles;
   fp.cblocks = plan.wg_cblocks;
   fp.bk = plan.wg_bk;
@@ -415,7 +442,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.stages = plan.wg_stages;
   fp.stage_bytes = plan.wg_stage_bytes;
   fp.box_bytes = plan.wg_box_bytes;
-  fp.tile_bytes = wg::kM * plan.wg_bk * int(sizeof(T));
+  fp.tile_bytes = pk.cw * plan.wg_bk * int(sizeof(T));
   fp.row_bytes = plan.wg_bk * int(sizeof(T));
   fp.w_off = plan.wg_w_off;
   fp.xs_off = plan.wg_xs_off;
@@ -423,7 +450,11 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.split_ngc = fp.batch * fp.groups * fp.cblocks;
   fp.w_small = packed * int64_t(sizeof(T));
   const std::size_t smem = wgmma_shared_bytes(plan);
-  if constexpr (kSplit) {
+  if (plan.wg_nc > 0) {
+    CONVT_CHECK(plan.wg_n == 256, "convt: wgmma position-major tile of ", plan.wg_n,
+                " positions");
+    launch_wgmma_pos<T, kSplit>(fp, map, smem, opt.stream, device, plan.wg_nc);
+  } else if constexpr (kSplit) {
     // (The planner gives split TF32 128 positions: not built for more.)
     CONVT_CHECK(plan.wg_n == 128, "convt: split TF32 wgmma tile of ", plan.wg_n, " positions");
     launch_wgmma_n<T, 128, true>(fp, map, smem, opt.stream, device);
@@ -470,9 +501,15 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
                                             const ExecOptions&)
 
 // The wgmma kernel's launch for T (float as TF32 or split TF32, __half, __nv_bfloat16), in
-// one unit each.
+// one unit each, and its position-major tiles in another (the first unit declares them
+// extern).
 #define CONVT_INSTANTIATE_WGMMA_LAUNCH(T, kSplit)                                          \
+  extern template void launch_wgmma_pos<T, kSplit>(const wg::Params&, const CUtensorMap&,  \
+                                                   std::size_t, cudaStream_t, int, int);   \
   template void launch_fprop_wgmma<T, kSplit>(const ImplicitGemmFpropPlan&, const Problem&,\
                                       const TensorRef&, const TensorRef&, const TensorRef*,  \
                                       const TensorRef&, const ExecOptions&, int,             \
                                       const WgmmaMapFn&)
+#define CONVT_INSTANTIATE_WGMMA_POS(T, kSplit)                                              \
+  template void launch_wgmma_pos<T, kSplit>(const wg::Params&, const CUtensorMap&,         \
+                                            std::size_t, cudaStream_t, int, int)

@@ -686,6 +686,14 @@ std::vector<Case> wgmma_cases() {
   add(make_problem(2, 2, 32, 64, 1, {10, 24, 1}, {3, 3, 1}, {2, 1, 1}, {1, 1, 0}, {1, 0, 0},
                    {1, 1, 1}, true),
       Layout::kChannelsLast);
+  // Narrow groups (position-major tiles): a generator's last layer (3 output channels,
+  // kernel 4, stride 2), one output channel, 40 channels in two groups of 20.
+  add(make_problem(2, 2, 64, 3, 1, {16, 24, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(1, 3, 16, 1, 1, {600, 1, 1}, {7, 1, 1}, {1, 1, 1}, {3, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(3, 2, 32, 40, 2, {6, 9, 21}, {3, 3, 3}, {1, 1, 1}, {1, 0, 1}, {0, 0, 0},
+                   {1, 2, 1}, true));
   return v;
 }
 
@@ -744,6 +752,52 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaPath,
                          ::testing::Range(0, static_cast<int>(wgmma_case_list().size()),
                                           quick_mode() ? 3 : 1),
                          tma_case_name);
+
+// The wgmma kernel's other tiles, asked for with CONVT_WG_NC on every other case: 64
+// channels x N positions where the planner would take a position-major tile (groups of at
+// most 32 output channels), and position-major tiles of 8 channels (several channel tiles
+// per group), 24 and 48 (one with split TF32 too: up to 32) where it would not.
+class CudaWgmmaTiles : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(CudaWgmmaTiles, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const int nc = std::get<0>(GetParam());
+  const Case& c = wgmma_case_list()[static_cast<size_t>(std::get<1>(GetParam()))];
+  SCOPED_TRACE(c.name());
+  const ScopedEnv env("CONVT_WG_NC", std::to_string(nc).c_str());
+  for (const Precision& precision : kPrecisions) {
+    if (precision.dtype == DType::kFloat64) continue;
+    Problem p = c.problem;
+    p.dtype = precision.dtype;
+    ExecOptions opt;
+    opt.math = precision.math;
+    opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+    HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, c.layout);
+    DeviceTensor gx(x, nullptr);
+    const std::string what = convt::describe_forward(p, gx.ref, opt);
+    const bool split = p.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32;
+    if (!split) {
+      const std::string tile = nc == 64 ? "tile 64 channels x "
+                                        : " positions x " + std::to_string(nc) + " channels";
+      EXPECT_NE(what.find(tile), std::string::npos) << precision.name << ": " << what;
+    }
+    check_all_directions(c.problem, c.layout, precision, 3571u * uint64_t(std::get<1>(GetParam())) + 7,
+                         nullptr, false, ForwardKernel::kImplicitGemmWgmma);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CudaWgmmaTiles,
+    ::testing::Combine(::testing::Values(64, 8, 24, 48),
+                       ::testing::Range(0, static_cast<int>(wgmma_case_list().size()),
+                                        quick_mode() ? 6 : 2)),
+    [](const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
+      char name[48];
+      std::snprintf(name, sizeof(name), "nc%02d_case_%03d", std::get<0>(info.param),
+                    std::get<1>(info.param));
+      return std::string(name);
+    });
 
 // Layouts a tensor map cannot describe run the mma.sync kernels instead, and say so.
 TEST(CudaTmaPath, DeclinesLayoutsATensorMapCannotDescribe) {

@@ -281,19 +281,33 @@ TEST(CudaPlanner, WgmmaWeightPackingMatchesItsDescriptor) {
 
 // Every wgmma plan (strict float32's split TF32 too) lays out its stages as the kernel
 // reads them and fits two blocks per multiprocessor, and its tile's rows and box fit N.
+// Groups of at most 32 output channels get position-major tiles of 256 positions x the
+// group's channels rounded up to 8, 16, 24 or 32; wider ones 64 channels x N positions.
 TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
-  int plans = 0, split_plans = 0;
+  int plans = 0, split_plans = 0, position_major = 0;
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
                                                              const Plan& plan) {
     if (!plan.usable || !plan.wg) return;
     ++plans;
+    const int64_t cog = p.out_channels_per_group();
+    if (cog <= 32) {
+      ++position_major;
+      const int64_t nc = cog <= 8 ? 8 : cog <= 16 ? 16 : cog <= 24 ? 24 : 32;
+      EXPECT_EQ(plan.wg_nc, nc) << cog << " output channels per group";
+      EXPECT_EQ(plan.wg_cw, nc);
+      EXPECT_EQ(plan.wg_n, 256);
+    } else {
+      EXPECT_EQ(plan.wg_nc, 0) << cog << " output channels per group";
+      EXPECT_EQ(plan.wg_cw, 64);
+    }
     // Stage layout: box, weight tiles; split TF32 adds the residual box at the next
-    // 1024 bytes (its swizzle) and the residual weight tiles, on the 128-position tile.
-    const int64_t wtiles = int64_t(plan.wg_hb) * plan.wg_tmax[2] * 64 * plan.wg_bk *
+    // 1024 bytes (its swizzle) and the residual weight tiles, on the 128-position tile
+    // (channel-major tiles).
+    const int64_t wtiles = int64_t(plan.wg_hb) * plan.wg_tmax[2] * plan.wg_cw * plan.wg_bk *
                            static_cast<int64_t>(convt::dtype_size(p.dtype));
     if (plan.split) {
       ++split_plans;
-      EXPECT_EQ(plan.wg_n, 128);
+      EXPECT_EQ(plan.wg_n, plan.wg_nc > 0 ? 256 : 128);
       EXPECT_EQ(plan.wg_xs_off % 1024, 0);
       EXPECT_GE(plan.wg_xs_off, plan.wg_box_bytes);
       EXPECT_EQ(plan.wg_w_off, 2 * plan.wg_xs_off);
@@ -311,6 +325,7 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
   });
   EXPECT_GT(plans, 200);
   EXPECT_GT(split_plans, 50);
+  EXPECT_GT(position_major, 50);
 }
 
 }  // namespace

@@ -133,7 +133,8 @@ struct Params {
   int64_t b_str;
   int64_t y_str[5];
   int batch, groups, cig, cog;
-  int co_tiles;  // ceil(cog / 64)
+  int cw;        // output channels per tile: 64, or NC of a position-major tile
+  int co_tiles;  // ceil(cog / cw)
   int cblocks;   // channel blocks of bk per group (cig padded)
   int bk;        // input channels per K step, a multiple of 2 kc
   int out[3], k[3], stride[3], pad[3], dil[3];
@@ -307,7 +308,7 @@ struct PackParams {
   const void* w;  // (C_in, Cog, KD, KH, KW), strides w_str
   void* wp;
   int64_t w_str[5];
-  int groups, cig, cog, co_tiles, cblocks, bk;
+  int groups, cig, cog, cw, co_tiles, cblocks, bk;  // cw: channels per tile (64 or NC)
   int k[3], stride[3], pad[3], dil[3], tmax[3];
   int split;  // split TF32: the residual tiles follow the whole packed weight
   int* nonfinite;  // split TF32: set to 1 where a weight is infinite or NaN
@@ -315,20 +316,21 @@ struct PackParams {
 
 __host__ __device__ inline int64_t packed_weight_elems(const PackParams& p) {
   return int64_t(p.groups) * p.co_tiles * p.stride[0] * p.stride[1] * p.stride[2] * p.tmax[0] *
-         p.cblocks * p.tmax[1] * p.tmax[2] * kM * p.bk;
+         p.cblocks * p.tmax[1] * p.tmax[2] * p.cw * p.bk;
 }
 
-// Wp[g][co tile][phase][D tap < tmax_d][channel block][tile < tmax_h * tmax_w][64 x bk]:
-// the phase's tile i is (H tap i / cw, W tap i % cw), cw its W taps; unused tiles zero.
-// Within a tile, element ((((ks * 8 + m / 8) * 2 + half) * 8 + m % 8) * kc + e) is channel
-// m of the tile, input channel ks * 2kc + half * kc + e of the block: per MMA K step, 8
-// groups of 8 channels, each two core matrices (halves along K) of 8 rows of 16 bytes
-// (leading byte offset 128, stride byte offset 256: tma::wgmma_desc).
+// Wp[g][co tile][phase][D tap < tmax_d][channel block][tile < tmax_h * tmax_w][cw x bk]:
+// the phase's tile i is (H tap i / tw, W tap i % tw), tw its W taps; unused tiles zero.
+// Within a tile, element ((((ks * cw/8 + m / 8) * 2 + half) * 8 + m % 8) * kc + e) is
+// channel m of the tile, input channel ks * 2kc + half * kc + e of the block: per MMA K
+// step, cw/8 groups of 8 channels, each two core matrices (halves along K) of 8 rows of 16
+// bytes (leading byte offset 128, stride byte offset 256: tma::wgmma_desc). The same
+// layout is wgmma's A operand (cw = 64) or its B operand (position-major tiles, cw = NC).
 template <typename T>
 __global__ void pack_weight_wgmma_kernel(PackParams p) {
   constexpr int kc = Kc<T>::value;
   const int64_t total = packed_weight_elems(p);
-  const int tile = kM * p.bk;
+  const int tile = p.cw * p.bk;
   const T* w = static_cast<const T*>(p.w);
   T* wp = static_cast<T*>(p.wp);
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
@@ -347,10 +349,10 @@ __global__ void pack_weight_wgmma_kernel(PackParams p) {
     const PhaseTaps th = phase_taps(rh, p.stride[1], p.pad[1], p.dil[1], p.k[1]);
     const PhaseTaps tw = phase_taps(rw, p.stride[2], p.pad[2], p.dil[2], p.k[2]);
     const int kk = e % kc, mr = (e / kc) % 8, half = (e / (8 * kc)) % 2;
-    const int mg = (e / (16 * kc)) % 8, ks = e / (128 * kc);
+    const int mg = (e / (16 * kc)) % (p.cw / 8), ks = e / (2 * kc * p.cw);
     const int m = mg * 8 + mr;
     const int ci = cb * p.bk + ks * 2 * kc + half * kc + kk;
-    const int co = cot * kM + m;
+    const int co = cot * p.cw + m;
     float v = 0.f;
     if (jd < td.count && tw.count > 0 && ti < th.count * tw.count && ci < p.cig && co < p.cog) {
       const int kd = td.k0 + jd * td.step;
@@ -414,16 +416,93 @@ __device__ __forceinline__ void store_pair(T* y, int64_t off, float a, float b) 
   }
 }
 
+// One MMA step (an (H tap, W tap, 32 bytes of channels) of a K step) of the tile at weight
+// descriptor dw and input descriptor dx. Channel-major tiles (kPos false): one m64 x NA
+// wgmma, weights as A. Position-major tiles: MB wgmma m64 x NA, the input's rows
+// 64 i .. 64 i + 63 as A (mstep: 64 rows in descriptor units), the weights as B. Split TF32
+// adds the residual products (dxs, dws: the residual copies' offsets).
+template <typename T, int NA, int MB, bool kPos, bool kSplit>
+__device__ __forceinline__ void mma_step(float (&acc)[MB][NA / 2], uint64_t dw, uint64_t dx,
+                                         int accumulate, uint64_t mstep, uint64_t dws,
+                                         uint64_t dxs) {
+  if constexpr (kPos) {
+#pragma unroll
+    for (int i = 0; i < MB; ++i) {
+      const uint64_t xi = dx + uint64_t(i) * mstep;
+      WgmmaSS<T, NA>::run(acc[i], xi, dw, accumulate);
+      if constexpr (kSplit) {
+        WgmmaSS<T, NA>::run(acc[i], xi + dxs, dw, 1);
+        WgmmaSS<T, NA>::run(acc[i], xi, dw + dws, 1);
+      }
+    }
+  } else {
+    WgmmaSS<T, NA>::run(acc[0], dw, dx, accumulate);
+    if constexpr (kSplit) {
+      WgmmaSS<T, NA>::run(acc[0], dw, dx + dxs, 1);
+      WgmmaSS<T, NA>::run(acc[0], dw + dws, dx, 1);
+    }
+  }
+}
+
+// The epilogue's stores of a warp: positions nn and nn + 1 of the tile (flattened over box
+// rows of wbox columns) for channels m0 .. m0 + 15 of the tile, staged channel i at
+// staged[i * pitch] (two floats), plus the bias, where the position is an output (row
+// below `rows`, column below `cols`) and the channel below m0 + mcount. One 2-element
+// store where both are outputs and adjacent in y; zero: a tile without MMAs (its
+// accumulators are stale), which stores the bias.
+template <typename T>
+__device__ __forceinline__ void store_two_positions(T* y, const float* staged, int pitch, int nn,
+                                                    int m0, int mcount, const EpiInfo* info,
+                                                    int wbox, int rows, int cols, int64_t ys1,
+                                                    bool zero) {
+  const int r0 = nn / wbox, c0 = nn - r0 * wbox;
+  const int r1 = c0 + 1 == wbox ? r0 + 1 : r0, c1 = c0 + 1 == wbox ? 0 : c0 + 1;
+  const bool v0 = r0 < rows && c0 < cols, v1 = r1 < rows && c1 < cols;
+  if (!(v0 || v1)) return;
+  const int64_t col_step = info->col_step;
+  const int64_t o0 = v0 ? info->base[r0] + c0 * col_step : 0;
+  const int64_t o1 = v1 ? info->base[r1] + c1 * col_step : 0;
+  const bool pair = v0 && v1 && o1 == o0 + 1 && ys1 % 2 == 0 &&
+                    reinterpret_cast<uintptr_t>(y + o0) % (2 * sizeof(T)) == 0;
+  const int co0 = info->co0;
+#pragma unroll 4
+  for (int i = 0; i < 16; ++i) {
+    if (i < mcount) {
+      // (Choosing between the accumulators and zeros in registers would serialize the
+      // wgmma, ptxas C7520: the choice is made on the staged copy.)
+      float2 v = *reinterpret_cast<const float2*>(staged + i * pitch);
+      if (zero) v = make_float2(0.f, 0.f);
+      const int m = m0 + i;
+      const float b = info->bias[m];
+      const int64_t co = int64_t(co0 + m) * ys1;
+      if (pair) {
+        store_pair<T>(y, o0 + co, v.x + b, v.y + b);
+      } else {
+        if (v0) y[o0 + co] = Elem<T>::from_float(v.x + b);
+        if (v1) y[o1 + co] = Elem<T>::from_float(v.y + b);
+      }
+    }
+  }
+}
+
 // kSplit (float only): split TF32 for strict float32. Each product is
 // W_big X_big + W_big X_small + W_small X_big, big = tf32(v), small = tf32(v - big): both
 // operands' residual copies ride in the same stage, and every MMA step is three wgmma.
-template <typename T, int N, bool kSplit = false>
+// NC = 0: tiles of 64 channels x N positions. NC > 0: position-major tiles of N positions
+// (N / 64 m64 blocks) x NC channels, for narrow groups.
+template <typename T, int N, bool kSplit = false, int NC = 0>
 __global__ void __launch_bounds__(kThreads, 2)
     fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
   static_assert(!kSplit || sizeof(T) == 4, "split TF32 is for float");
+  static_assert(NC == 0 || (N % 64 == 0 && N <= 256 && NC % 8 == 0 && NC <= kM),
+                "position-major tiles: m64 blocks of positions, at most 64 channels");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace tma;
   constexpr int kc = Kc<T>::value;
+  constexpr bool kPos = NC > 0;
+  constexpr int kMB = kPos ? N / 64 : 1;  // m64 blocks of the accumulators
+  constexpr int kNA = kPos ? NC : N;      // wgmma N
+  constexpr int kCw = kPos ? NC : kM;     // output channels per tile
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Stages (1024-byte aligned: the swizzle patterns), then the headers, the epilogue's
   // staging, the tile info and the barriers.
@@ -502,8 +581,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         hd->flags = flags;
         hd->steps = steps;
         if (flags & kLast) {
-          hd->co0 = g * p.cog + cot * kM;
-          hd->co_valid = min(kM, p.cog - cot * kM);
+          hd->co0 = g * p.cog + cot * p.cw;
+          hd->co_valid = min(p.cw, p.cog - cot * p.cw);
           hd->rows = rows;
           hd->cols = cols;
           hd->col_step = int64_t(p.stride[2]) * p.y_str[4];
@@ -558,11 +637,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 
   // ------------------------------------------------------------------ consumers
-  float acc[N / 2];
+  float acc[kMB][kNA / 2];
   // Split TF32 sums each K step's products in acc (fresh per step) and adds them here with
   // ordinary float adds: wgmma's own accumulation drifts with K (measured up to 2.2e-5
   // relative on 3360-long K against 4e-6 for strict float32).
-  float sum[kSplit ? N / 2 : 1];
+  float sum[kSplit ? kMB : 1][kSplit ? kNA / 2 : 1];
   const int row_bytes = p.row_bytes;
   const int ksteps = p.bk / (2 * kc);
   T* y = static_cast<T*>(p.y);
@@ -586,7 +665,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     int prev = -1;
     if constexpr (kSplit) {
 #pragma unroll
-      for (int j = 0; j < N / 2; ++j) sum[j] = 0.f;
+      for (int i = 0; i < kMB; ++i)
+#pragma unroll
+        for (int j = 0; j < kNA / 2; ++j) sum[i][j] = 0.f;
     }
     for (int s = 0; s < steps; ++s) {
       if (s > 0) mbar_wait(full0 + 8 * stage, parity);
@@ -602,6 +683,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         // Split TF32: the residual copies' descriptors, the same addresses moved by their
         // offsets (in the descriptor's 16-byte units).
         const uint64_t dws = uint64_t(p.ws_off - p.w_off) >> 4, dxs = uint64_t(p.xs_off) >> 4;
+        const uint64_t mstep = uint64_t(4 * row_bytes);  // 64 box rows
         // The stage's (H tap, W tap, MMA K step) in batches of kBatch: one fence, then the
         // batch's wgmma back to back, each with descriptors in registers of its own. (A
         // loop of single wgmma needs a fence per iteration, ptxas inserts one otherwise,
@@ -616,7 +698,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             const uint32_t shift = uint32_t((hcnt - 1 - i) * shift_h + (cw - 1 - jw) * doff_w);
             da[u] = wgmma_desc(wt);
             db[u] = desc_x(box + shift * row_bytes + 32 * ks, row_bytes);
-            wt += 2048;
+            wt += kCw * 32;
             if (++ks == ksteps) {
               ks = 0;
               if (++jw == cw) {
@@ -630,23 +712,16 @@ __global__ void __launch_bounds__(kThreads, 2)
           if (left >= kBatch) {
 #pragma unroll
             for (int u = 0; u < kBatch; ++u) {
-              WgmmaSS<T, N>::run(acc, da[u], db[u], accumulate);
+              mma_step<T, kNA, kMB, kPos, kSplit>(acc, da[u], db[u], accumulate, mstep, dws, dxs);
               accumulate = 1;
-              if constexpr (kSplit) {
-                WgmmaSS<T, N>::run(acc, da[u], db[u] + dxs, 1);
-                WgmmaSS<T, N>::run(acc, da[u] + dws, db[u], 1);
-              }
             }
           } else {
 #pragma unroll
             for (int u = 0; u < kBatch - 1; ++u) {
               if (u < left) {
-                WgmmaSS<T, N>::run(acc, da[u], db[u], accumulate);
+                mma_step<T, kNA, kMB, kPos, kSplit>(acc, da[u], db[u], accumulate, mstep, dws,
+                                                    dxs);
                 accumulate = 1;
-                if constexpr (kSplit) {
-                  WgmmaSS<T, N>::run(acc, da[u], db[u] + dxs, 1);
-                  WgmmaSS<T, N>::run(acc, da[u] + dws, db[u], 1);
-                }
               }
             }
           }
@@ -655,7 +730,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         if constexpr (kSplit) {
           wgmma_wait<0>();
 #pragma unroll
-          for (int j = 0; j < N / 2; ++j) sum[j] += acc[j];
+          for (int i = 0; i < kMB; ++i)
+#pragma unroll
+            for (int j = 0; j < kNA / 2; ++j) sum[i][j] += acc[i][j];
           accumulate = 0;
         }
       }
@@ -670,7 +747,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     wgmma_wait<0>();
     if constexpr (kSplit) {
 #pragma unroll
-      for (int j = 0; j < N / 2; ++j) acc[j] = sum[j];
+      for (int i = 0; i < kMB; ++i)
+#pragma unroll
+        for (int j = 0; j < kNA / 2; ++j) acc[i][j] = sum[i][j];
     }
     // The last stage's header describes the tile's output: copy it, then release.
     const StageHeader* hd = reinterpret_cast<const StageHeader*>(headers + prev * kHeaderBytes);
@@ -691,56 +770,63 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     named_sync_consumers();  // every read of the header is done: release its stage
     mbar_arrive(empty0 + 8 * prev);
-    // Epilogue: warp w owns channels 16w .. 16w + 15 (rows 16w + 8h + g of the
-    // accumulators), stages them 64 positions at a time and stores each channel's
-    // positions two per lane.
-    const int co0 = info->co0, co_valid = info->co_valid, rows = info->rows;
-    const int cols = info->cols;
-    const int64_t col_step = info->col_step, ys1 = p.y_str[1];
+    const int co_valid = info->co_valid, rows = info->rows, cols = info->cols;
+    const int64_t ys1 = p.y_str[1];
+    if constexpr (!kPos) {
+      // Epilogue: warp w owns channels 16w .. 16w + 15 (rows 16w + 8h + g of the
+      // accumulators), stages them 64 positions at a time and stores each channel's
+      // positions two per lane.
 #pragma unroll
-    for (int pass = 0; pass < (N + 63) / 64; ++pass) {
+      for (int pass = 0; pass < (N + 63) / 64; ++pass) {
 #pragma unroll
-      for (int pp = 0; pp < 8; ++pp) {
-        const int pi = pass * 8 + pp;
-        if (pi < N / 8) {
+        for (int pp = 0; pp < 8; ++pp) {
+          const int pi = pass * 8 + pp;
+          if (pi < N / 8) {
 #pragma unroll
-          for (int h = 0; h < 2; ++h)
-            *reinterpret_cast<float2*>(stg + (8 * h + g8) * kEpiPitch + 8 * pp + 2 * t4) =
-                make_float2(acc[4 * pi + 2 * h], acc[4 * pi + 2 * h + 1]);
-        }
-      }
-      __syncwarp();
-      const int nn = pass * 64 + 2 * lane;
-      if (nn < N) {
-        const int r0 = nn / p.wbox, c0 = nn - r0 * p.wbox;
-        const int r1 = c0 + 1 == p.wbox ? r0 + 1 : r0, c1 = c0 + 1 == p.wbox ? 0 : c0 + 1;
-        const bool v0 = r0 < rows && c0 < cols, v1 = r1 < rows && c1 < cols;
-        if (v0 || v1) {
-          const int64_t o0 = v0 ? info->base[r0] + c0 * col_step : 0;
-          const int64_t o1 = v1 ? info->base[r1] + c1 * col_step : 0;
-          const bool pair = v0 && v1 && o1 == o0 + 1 && ys1 % 2 == 0 &&
-                            reinterpret_cast<uintptr_t>(y + o0) % (2 * sizeof(T)) == 0;
-#pragma unroll 4
-          for (int i = 0; i < 16; ++i) {
-            const int m = warp * 16 + i;
-            if (m < co_valid) {
-              // (A tile without MMAs stores its bias: its accumulators are stale, and
-              // choosing between them and zeros in registers would serialize the wgmma.)
-              float2 v = *reinterpret_cast<const float2*>(stg + i * kEpiPitch + 2 * lane);
-              if (!has_mma) v = make_float2(0.f, 0.f);
-              const float b = info->bias[m];
-              const int64_t co = int64_t(co0 + m) * ys1;
-              if (pair) {
-                store_pair<T>(y, o0 + co, v.x + b, v.y + b);
-              } else {
-                if (v0) y[o0 + co] = Elem<T>::from_float(v.x + b);
-                if (v1) y[o1 + co] = Elem<T>::from_float(v.y + b);
-              }
-            }
+            for (int h = 0; h < 2; ++h)
+              *reinterpret_cast<float2*>(stg + (8 * h + g8) * kEpiPitch + 8 * pp + 2 * t4) =
+                  make_float2(acc[0][4 * pi + 2 * h], acc[0][4 * pi + 2 * h + 1]);
           }
         }
+        __syncwarp();
+        const int nn = pass * 64 + 2 * lane;
+        if (nn < N)
+          store_two_positions<T>(y, stg + 2 * lane, kEpiPitch, nn, warp * 16,
+                                 co_valid - warp * 16, info, p.wbox, rows, cols, ys1, !has_mma);
+        __syncwarp();
       }
-      __syncwarp();
+    } else {
+      // Position-major tile: acc[i][4p + 2h + s] is position 64i + 16w + 8h + g, channel
+      // 8p + 2t + s. Warp w owns positions 64i + 16w .. 64i + 16w + 15 (16 kMB of them);
+      // it stages them 16 channels at a time (position-minor, pitch 16 kMB + 4: the
+      // lanes' scalar stores hit distinct banks) and stores each channel's positions two
+      // per lane.
+      constexpr int kPitch = 16 * kMB + 4;
+      static_assert(kPitch <= kEpiPitch, "staging fits the warp's area");
+      const int j = 2 * lane;  // the lane's first staged position
+      const int nn = 64 * (j / 16) + 16 * warp + j % 16;
+#pragma unroll
+      for (int pass = 0; pass < (NC + 15) / 16; ++pass) {
+#pragma unroll
+        for (int pp = 0; pp < 2; ++pp) {
+          const int pi = 2 * pass + pp;
+          if (pi < NC / 8) {
+#pragma unroll
+            for (int i = 0; i < kMB; ++i)
+#pragma unroll
+              for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                  stg[(8 * pp + 2 * t4 + e) * kPitch + 16 * i + 8 * h + g8] =
+                      acc[i][4 * pi + 2 * h + e];
+          }
+        }
+        __syncwarp();
+        if (j < 16 * kMB)
+          store_two_positions<T>(y, stg + j, kPitch, nn, 16 * pass, co_valid - 16 * pass, info,
+                                 p.wbox, rows, cols, ys1, !has_mma);
+        __syncwarp();
+      }
     }
   }
 #endif
