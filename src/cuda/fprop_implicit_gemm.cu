@@ -484,28 +484,32 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
 
   // The TMA-fed kernel: tile of 128 positions x BN channels x BK input channels. Its packed
   // weight (channels padded to BK and BN <= 64) never exceeds the workspace above.
-  // The persistent wgmma kernel (sm_90a). Its fixed costs per tile and per K step (the
-  // producer's stages, the epilogue) are paid back by deep K loops, and its 64-channel
-  // tile wastes MMA work on narrow groups: measured on an H200 (docs/kernels.md) it is
-  // ahead of the TMA kernel where a phase has at least 24 taps, or at least 9 with 48 or
-  // more output channels per group, and behind it elsewhere; in strict float32 (split
-  // TF32 on both) where a phase has at least 3 taps and 48 output channels per group, or
-  // 24 taps and 24 channels. The dispatcher picks it there;
+  // The persistent wgmma kernel (sm_90a). Its fixed costs (the input copy, a tile's
+  // producer stages and epilogue) are paid back by deep K loops, and narrow groups gain
+  // from its position-major tiles (the TMA kernel's tile has at least 32 channels). With
+  // K the reduction length of an average phase (input channels per group x taps /
+  // phases), measured on an H200 against the TMA kernel (docs/kernels.md), it is ahead
+  // in 16-bit types from K = 64 or with at most 16 output channels per group; in float32
+  // as TF32 (where the copy moves twice the bytes and the TMA kernel's mma.sync does
+  // well on 32 channels) from K = 384 with 48 or more output channels per group, from K =
+  // 1024, or with at most 16 channels; in strict float32 (split TF32 on both, three MMAs
+  // per step) from K = 128 or with at most 16 channels. The dispatcher picks it there;
   // CONVT_FORWARD_KERNEL=implicit_gemm_wgmma asks for it anywhere.
   if (opt.forward_kernel == ForwardKernel::kAuto ||
       opt.forward_kernel == ForwardKernel::kImplicitGemmWgmma) {
     const std::size_t mma_workspace = plan.workspace_bytes;
     plan_wgmma_tile(p, plan);
     if (plan.wg && opt.forward_kernel == ForwardKernel::kAuto) {
-      const int64_t taps = int64_t(plan.wg_tmax[0]) * plan.wg_tmax[1] * plan.wg_tmax[2];
-      // Split TF32 triples the MMAs, where the wgmma kernel's lead is larger: it takes
-      // every tile that fills most of its 64 channels and has a few taps, or a deep K.
-      const bool take = plan.split ? (cog >= 48 && taps >= 3) || (taps >= 24 && cog >= 24)
-                                   : taps >= 24 || (taps >= 9 && cog >= 48);
+      const double k_avg = double(cig) * double(p.kernel_size[0] * p.kernel_size[1] *
+                                                p.kernel_size[2]) / double(phases);
+      const bool take = p.dtype != DType::kFloat32 ? k_avg >= 64 || cog <= 16
+                        : plan.split ? k_avg >= 128 || cog <= 16
+                                     : (k_avg >= 384 && cog >= 48) || k_avg >= 1024 || cog <= 16;
       if (!take) {
         plan.wg = false;
         plan.workspace_bytes = mma_workspace;
-        plan.wg_reason = detail::str_cat(taps, " taps per phase and ", cog,
+        plan.wg_reason = detail::str_cat("reduction of ", int64_t(k_avg + 0.5),
+                                         " per phase on average and ", cog,
                                          " output channels per group: the TMA kernel is faster");
       }
     }

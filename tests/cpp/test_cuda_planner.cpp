@@ -328,4 +328,46 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
   EXPECT_GT(position_major, 50);
 }
 
+// The dispatcher's choice between the wgmma kernel and the TMA kernel (where the wgmma
+// kernel can run): by the average phase's reduction length K = input channels per group x
+// taps / phases, the output channels per group and the precision (see
+// plan_implicit_gemm_fprop); where it declines, the reason names both.
+TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
+  int taken = 0, declined = 0;
+  for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& p, MathMode math,
+                                                  const Plan& plan) {
+    if (!plan.usable) return;
+    // Whether the wgmma kernel could run, from a plan that asks for it.
+    ExecOptions opt;
+    opt.math = math;
+    opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+    if (!convt::cuda::plan_implicit_gemm_fprop(p, opt).wg) {
+      EXPECT_FALSE(plan.wg);
+      return;
+    }
+    const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
+    const double k = double(cig) * double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]) /
+                     double(p.stride[0] * p.stride[1] * p.stride[2]);
+    bool want;
+    if (p.dtype != DType::kFloat32) {
+      want = k >= 64 || cog <= 16;
+    } else if (math == MathMode::kStrictFP32) {
+      want = k >= 128 || cog <= 16;
+    } else {
+      want = (k >= 384 && cog >= 48) || k >= 1024 || cog <= 16;
+    }
+    EXPECT_EQ(plan.wg, want) << "K " << k << ", " << cog << " output channels per group";
+    if (plan.wg) {
+      ++taken;
+    } else {
+      ++declined;
+      EXPECT_NE(plan.wg_reason.find("output channels per group: the TMA kernel is faster"),
+                std::string::npos)
+          << plan.wg_reason;
+    }
+  });
+  EXPECT_GT(taken, 50);
+  EXPECT_GT(declined, 50);
+}
+
 }  // namespace
