@@ -434,12 +434,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   plan.wg_xt_offset = std::size_t(round_up(wbytes, 256));
   plan.wg_counter_offset = std::size_t(round_up(int64_t(plan.wg_xt_offset) + xbytes, 256));
   plan.wg = true;
-  // The counters: the tile counter, the non-finite flag, one per (n, g) for the streamed
-  // input copy (wg::kReadyOffset).
-  plan.workspace_bytes =
-      std::max(plan.workspace_bytes,
-               plan.wg_counter_offset +
-                   std::size_t(round_up(4 * (wg::kReadyOffset + p.batch * p.groups), 256)));
+  plan.workspace_bytes = std::max(plan.workspace_bytes, plan.wg_counter_offset + 256);
 }
 
 std::size_t wgmma_shared_bytes(const ImplicitGemmFpropPlan& plan) {

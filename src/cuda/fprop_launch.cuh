@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 
 #include "convt/cuda/implicit_gemm_fprop_halo_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_sm80.cuh"
@@ -293,46 +291,9 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
                  &per_sm, wg::fprop_wgmma_kernel<T, N, kSplit, NC>, wg::kThreads, smem),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   const int64_t blocks = std::min<int64_t>(fp.tiles, int64_t(sms) * std::max(per_sm, 1));
-  if (fp.ready == nullptr) {
-    wg::fprop_wgmma_kernel<T, N, kSplit, NC>
-        <<<static_cast<unsigned>(blocks), wg::kThreads, smem, stream>>>(map, fp);
-    check_cuda(cudaGetLastError(), "implicit-GEMM (wgmma) forward launch");
-    return;
-  }
-  // Streamed input copy: launched as the copy's programmatic dependent, so that its blocks
-  // start while the copy runs (each waits on the ready counters of the slices it reads).
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
-  cfg.blockDim = dim3(wg::kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  check_cuda(cudaLaunchKernelEx(&cfg, wg::fprop_wgmma_kernel<T, N, kSplit, NC>, map, fp),
-             "implicit-GEMM (wgmma) forward launch");
-}
-
-// Multiprocessors of `device` (cached: one device per process in practice; re-read when
-// the device changes).
-inline int multiprocessors(int device) {
-  static std::atomic<int64_t> cached{-1};
-  const int64_t c = cached.load(std::memory_order_relaxed);
-  if (c >= 0 && int(c >> 32) == device) return int(c & 0xffffffff);
-  int sms = 0;
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-             "cudaDeviceGetAttribute");
-  cached.store((int64_t(device) << 32) | sms, std::memory_order_relaxed);
-  return sms;
-}
-
-// Whether the wgmma kernel streams its input copy (the default; CONVT_WG_STREAM=0: the
-// copy ends before the kernel starts, for measurements). Read at every call.
-inline bool wgmma_stream_requested() {
-  const char* v = std::getenv("CONVT_WG_STREAM");
-  return v == nullptr || std::string(v) != "0";
+  wg::fprop_wgmma_kernel<T, N, kSplit, NC>
+      <<<static_cast<unsigned>(blocks), wg::kThreads, smem, stream>>>(map, fp);
+  check_cuda(cudaGetLastError(), "implicit-GEMM (wgmma) forward launch");
 }
 
 }  // namespace fprop_detail
@@ -375,18 +336,8 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   int* counter = reinterpret_cast<int*>(ws + plan.wg_counter_offset);
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
 
-  // The tiled copy (inputs whose W stride is 1) can stream: the kernel starts while it runs
-  // and waits per (n, g) slice on counters after the tile counter and the non-finite flag.
-  const bool tiled = x.strides[4] == 1;
-  const int64_t slice_tiles = int64_t(plan.wg_cblocks) * p.input_size[0] * p.input_size[1] *
-                              ((p.input_size[2] + wg::kTransposeW - 1) / wg::kTransposeW);
-  const bool streamed = tiled && slice_tiles < (int64_t(1) << 30) && wgmma_stream_requested();
-  int* ready = streamed ? counter + wg::kReadyOffset : nullptr;
-  // The tile counter, (split TF32) the non-finite flag and the ready counters, zero before
-  // the kernels.
-  const std::size_t zeroed =
-      streamed ? std::size_t(wg::kReadyOffset + p.batch * p.groups) * sizeof(int) : 2 * sizeof(int);
-  check_cuda(cudaMemsetAsync(counter, 0, zeroed, opt.stream), "cudaMemsetAsync");
+  // The tile counter and (split TF32) the non-finite flag, zero before the kernels.
+  check_cuda(cudaMemsetAsync(counter, 0, 2 * sizeof(int), opt.stream), "cudaMemsetAsync");
   wg::PackParams pk{};
   pk.w = w.data;
   pk.wp = wp;
@@ -424,10 +375,9 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   for (int d = 0; d < 3; ++d) tp.in[d] = int(p.input_size[d]);
   tp.split = kSplit ? 1 : 0;
   tp.nonfinite = counter + 1;
-  tp.ready = ready;
   tp.small_off = int64_t(tp.batch) * tp.groups * tp.cblocks * (tp.bk / wg::Kc<T>::value) *
                  tp.in[0] * tp.in[1] * tp.in[2];
-  if (tiled) {
+  if (tp.x_str[4] == 1) {
     // Rows of the input contiguous: the tiled copy, with 16-byte loads where every row
     // starts 16-byte aligned and holds whole 16-byte chunks.
     constexpr int kc = wg::Kc<T>::value;
@@ -435,10 +385,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     for (int d = 0; d < 4; ++d) vec = vec && tp.x_str[d] % kc == 0;
     const int64_t tiles = int64_t(tp.batch) * tp.groups * tp.cblocks * tp.in[0] * tp.in[1] *
                           ((tp.in[2] + wg::kTransposeW - 1) / wg::kTransposeW);
-    // Streamed: two blocks per multiprocessor, which leave room for a block of the
-    // forward kernel beside them; else as many blocks as tiles.
-    const int64_t cap = streamed ? 2 * int64_t(multiprocessors(device)) : int64_t(1) << 20;
-    const unsigned tblocks = static_cast<unsigned>(std::min<int64_t>(tiles, cap));
+    const unsigned tblocks = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t(1) << 20));
     if (vec) {
       wg::transpose_input_tiled_kernel<T, true><<<tblocks, 256, 0, opt.stream>>>(tp);
     } else {
@@ -502,8 +449,6 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.ws_off = plan.wg_ws_off;
   fp.split_ngc = fp.batch * fp.groups * fp.cblocks;
   fp.w_small = packed * int64_t(sizeof(T));
-  fp.ready = ready;
-  fp.ready_count = int(slice_tiles);
   const std::size_t smem = wgmma_shared_bytes(plan);
   if (plan.wg_nc > 0) {
     CONVT_CHECK(plan.wg_n == 256, "convt: wgmma position-major tile of ", plan.wg_n,

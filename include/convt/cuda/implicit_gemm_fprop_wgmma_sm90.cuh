@@ -78,10 +78,6 @@ constexpr int kEpiPitch = 72;         // floats per channel row of a warp's stag
 constexpr int kEpiBytes = 4 * 16 * kEpiPitch * 4;  // four warps x 16 channels
 constexpr int kInfoBytes = 640;       // EpiInfo
 constexpr int kBarrierBytes = 2 * kMaxStages * 8;
-// The workspace's counters (ints from the plan's counter offset): the tile counter, the
-// non-finite flag (split TF32), then from kReadyOffset one ready counter per (n, g) slice
-// of the streamed input copy.
-constexpr int kReadyOffset = 4;
 // Shared memory a block may use so that two share a multiprocessor (228 KB, 1 KB of it
 // reserved per block), and what is left of it for the stages.
 constexpr int kBlockSmem = 113 * 1024;
@@ -158,10 +154,6 @@ struct Params {
   // start w_small bytes into the packed weight.
   int w_off, xs_off, ws_off, split_ngc;
   int64_t w_small;
-  // Streamed input copy: xt's slice (n, g) is complete when ready[n * groups + g] reaches
-  // ready_count (see TransposeParams::ready); nullptr: the copy ended before the launch.
-  const int* ready;
-  int ready_count;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -178,10 +170,6 @@ struct TransposeParams {
   int split;
   int64_t small_off;
   int* nonfinite;  // split TF32: set to 1 where an input is infinite or NaN
-  // Streaming (tiled copy only): one counter per (n, g), incremented (release) after each
-  // of that slice's tiles is written; the forward kernel, launched as its programmatic
-  // dependent, waits on them instead of on the copy's end. nullptr: no counters.
-  int* ready;
 };
 
 // Stores one 16-byte unit of xt (kc channels) at xt[i]: 16-bit types converted, float
@@ -261,11 +249,6 @@ __global__ void __launch_bounds__(256) transpose_input_tiled_kernel(TransposePar
   constexpr int kc = Kc<T>::value;
   constexpr int kTw = kTransposeW;
   __shared__ float tile[8 * kc][kTw + 1];  // bk is at most 128 bytes of channels
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The forward kernel may start now (where it was launched as a programmatic dependent):
-  // it waits on the ready counters, not on this grid's end.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
   const T* x = static_cast<const T*>(p.x);
   uint4* xt = static_cast<uint4*>(p.xt);
   const int subs = p.bk / kc;
@@ -317,15 +300,7 @@ __global__ void __launch_bounds__(256) transpose_input_tiled_kernel(TransposePar
       for (int j = 0; j < kc; ++j) v[j] = tile[sub * kc + j][wl];
       store_xt<T>(xt, (row + w0 + wl) * subs + sub, v, p);
     }
-    if (p.ready != nullptr) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      // (The forward kernel reads xt through TMA, the async proxy.)
-      asm volatile("fence.proxy.async.global;\n" ::: "memory");
-#endif
-      __threadfence();
-    }
     __syncthreads();
-    if (p.ready != nullptr && threadIdx.x == 0) atomicAdd(p.ready + n * p.groups + g, 1);
   }
 }
 
@@ -564,7 +539,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     // and a phase's taps are recomputed only when the phase changes.
     int next = atomicAdd(p.counter, 1);
     int last_ph = -1;
-    int ready_key = -1;  // the (n, g) slice of the streamed copy known to be complete
     PhaseTaps td{}, th{}, tw{};
     for (;;) {
       const int t = next;
@@ -597,19 +571,6 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int64_t wtile0 =
           ((int64_t(g) * p.co_tiles + cot) * p.phases + ph) * p.tmax[0] * p.cblocks;
       const int ngc0 = (n * p.groups + g) * p.cblocks;
-      if (mma && p.ready != nullptr && n * p.groups + g != ready_key) {
-        // The streamed copy: wait until slice (n, g) of xt is written, then order the
-        // TMA loads (async proxy) after those writes.
-        ready_key = n * p.groups + g;
-        const int* c = p.ready + ready_key;
-        for (;;) {
-          int v;
-          asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(c) : "memory");
-          if (v >= p.ready_count) break;
-          __nanosleep(200);
-        }
-        asm volatile("fence.proxy.async.global;\n" ::: "memory");
-      }
       int jd = 0, hbi = 0, cb = 0;
       for (int s = 0; s < steps; ++s) {
         mbar_wait(empty0 + 8 * stage, parity ^ 1);
@@ -868,9 +829,6 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
   }
-  // Launched as the input copy's programmatic dependent, the grid must not end before the
-  // copy's grid (whose last writes it has already waited for): wait for it, at no cost.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 }
 
