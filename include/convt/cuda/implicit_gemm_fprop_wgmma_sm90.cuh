@@ -10,6 +10,13 @@
 //     n   N output positions of the phase                           (wgmma N, 128..256)
 //     kk  (D tap, H tap, W tap, input channel)                       (K)
 //
+// or, for groups of at most 32 output channels (where 64 rows of M would be mostly
+// empty), turned around as position-major tiles (template argument NC > 0): M = N
+// positions in N / 64 blocks of 64, wgmma N = NC channels (8 to 48), the box rows of each
+// m64 block as A and the weight tile as B. Both operands are the same shared-memory tiles
+// either way; only the descriptors' roles, the weight tile's width and the epilogue's
+// register layout change.
+//
 // Two steps make every operand a plain K-major shared-memory tile:
 //
 //  1. The input is first copied (transpose_input_tiled_kernel where its W stride is 1, else
