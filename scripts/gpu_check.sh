@@ -17,6 +17,7 @@
 #   bash scripts/gpu_check.sh build wg-test wg-sanitize install wg-bench   # the persistent wgmma kernel
 #     (WG_TEST_ENV="NAME=VALUE" runs its tests a second time with that setting)
 #   bash scripts/gpu_check.sh build install wg-strict   # strict float32 on the wgmma kernel
+#   bash scripts/gpu_check.sh build install wg-steps   # the wgmma kernel's K steps against its planner
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side, compared case by case with BENCH_BASELINE, by default
@@ -232,6 +233,14 @@ if has wg-strict; then
   grep -E "geomean" "$OUT"/wg-strict*.log | tee -a "$SUMMARY"
   python3 scripts/bench_compare.py "$OUT/bench-tma-strict.json" "$OUT/bench-wg-strict.json" |
     tee -a "$SUMMARY"
+fi
+if has wg-steps; then
+  # The wgmma kernel with every K step (channels x H taps) it can take, against the
+  # planner's choice (WG_STEPS_CASES: case ids, default every case it runs well on).
+  step wg-steps python3 scripts/wg_step_sweep.py --dtype fp32,bf16 \
+    --case "${WG_STEPS_CASES:-kb57,kb58,kb61,kb64,kb65,kb68,kb69,kb70,kb71,kb72,kb74,kb75,kb77,kb78}" \
+    --json "$OUT/wg-steps.json"
+  grep -E "default" "$OUT/wg-steps.log" | tee -a "$SUMMARY"
 fi
 if has owners; then
   # Every W phase running (the default) against tap-less W phases written by their owners

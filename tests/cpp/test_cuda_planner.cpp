@@ -352,7 +352,7 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
     if (p.dtype != DType::kFloat32) {
       want = k >= 64 || cog <= 16;
     } else if (math == MathMode::kStrictFP32) {
-      want = k >= 128 || cog <= 16;
+      want = k >= 128 || (k >= 96 && cog >= 48) || cog <= 16;
     } else {
       want = (k >= 384 && cog >= 48) || k >= 1024 || cog <= 16;
     }
