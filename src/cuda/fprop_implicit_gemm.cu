@@ -372,46 +372,59 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   const int64_t wbox = best_wv + halo_w;
   // The K step: the widest channel block (box rows of 128, 64 or 32 bytes: wider rows
   // move faster through TMA) that pads the group's channels by at most 1/8 and leaves two
-  // stages, with as many H taps as fit; the box holds the rows of every H tap of the step.
-  // (Measured on an H200 with scripts/wg_step_sweep.py: the widest K step with two stages
-  // was the fastest or within 2% of it on every KernelBench case the kernel runs, and up to
-  // 1.21x faster than a narrower one with three.) Split TF32, whose stages are twice as
-  // large, keeps the narrower K step where that leaves three stages.
-  const std::vector<int> stage_floors =
-      copies == 2 ? std::vector<int>{3, 2} : std::vector<int>{2};
+  // stages; with it, as many H taps as leave three stages, else as many as leave two (the
+  // box holds the rows of every H tap of the step). Measured on an H200 with
+  // scripts/wg_step_sweep.py (docs/kernels.md): a wider channel block beat a narrower one
+  // with more stages by up to 1.21x, and more H taps helped only while three stages were
+  // left. Split TF32, whose stages are twice as large, takes a narrower channel block
+  // where that leaves three stages (not measured otherwise).
   bool found = false;
-  for (int min_stages : stage_floors) {
-    for (int64_t bk : {8 * kc, 4 * kc, 2 * kc}) {
+  // One K step (bk channels, hb H taps): its stage layout into the plan where it leaves
+  // at least min_stages stages.
+  auto try_step = [&](int64_t bk, int64_t hb, int min_stages) {
+    if (hb_env > 0 && hb != std::min<int64_t>(hb_env, tmax[1])) return false;
+    const int64_t hbox = best_rows + (hb - 1) * doff[1];
+    if (hbox > 256) return false;
+    const int64_t box = hbox * wbox * bk * e;
+    const int64_t wbytes = hb * tmax[2] * cw * bk * e;
+    // Stage: box, [residual box at the next 1024 bytes (its swizzle)], weight tiles,
+    // [residual weight tiles].
+    const int64_t xs_off = copies == 2 ? (box + 1023) / 1024 * 1024 : 0;
+    const int64_t w_off = copies == 2 ? 2 * xs_off : box;
+    const int64_t stage = (w_off + copies * wbytes + 1023) / 1024 * 1024;
+    const int64_t stages = std::min<int64_t>(wg::kMaxStages, wg::kStageBudget / stage);
+    if (stages < min_stages) return false;
+    plan.wg_hb = int(hb);
+    plan.wg_bk = int(bk);
+    plan.wg_hbox = int(hbox);
+    plan.wg_box_bytes = int(box);
+    plan.wg_stage_bytes = int(stage);
+    plan.wg_stages = int(stages);
+    plan.wg_xs_off = int(xs_off);
+    plan.wg_w_off = int(w_off);
+    plan.wg_ws_off = copies == 2 ? int(w_off + wbytes) : 0;
+    return true;
+  };
+  auto bk_allowed = [&](int64_t bk) {
+    return (cig + bk - 1) / bk * bk * 8 <= cig_min * 9 && (bk_env <= 0 || bk == bk_env);
+  };
+  const int64_t bks[3] = {8 * kc, 4 * kc, 2 * kc};
+  if (copies == 1) {
+    for (int64_t bk : bks) {
+      if (!bk_allowed(bk)) continue;
+      for (int min_stages : {3, 2})
+        for (int64_t hb = tmax[1]; hb >= 1 && !found; --hb) found = try_step(bk, hb, min_stages);
       if (found) break;
-      if ((cig + bk - 1) / bk * bk * 8 > cig_min * 9) continue;
-      if (bk_env > 0 && bk != bk_env) continue;
-      for (int64_t hb = tmax[1]; hb >= 1; --hb) {
-        if (hb_env > 0 && hb != std::min<int64_t>(hb_env, tmax[1])) continue;
-        const int64_t hbox = best_rows + (hb - 1) * doff[1];
-        if (hbox > 256) continue;
-        const int64_t box = hbox * wbox * bk * e;
-        const int64_t wbytes = hb * tmax[2] * cw * bk * e;
-        // Stage: box, [residual box at the next 1024 bytes (its swizzle)], weight tiles,
-        // [residual weight tiles].
-        const int64_t xs_off = copies == 2 ? (box + 1023) / 1024 * 1024 : 0;
-        const int64_t w_off = copies == 2 ? 2 * xs_off : box;
-        const int64_t stage = (w_off + copies * wbytes + 1023) / 1024 * 1024;
-        const int64_t stages = std::min<int64_t>(wg::kMaxStages, wg::kStageBudget / stage);
-        if (stages < min_stages) continue;
-        plan.wg_hb = int(hb);
-        plan.wg_bk = int(bk);
-        plan.wg_hbox = int(hbox);
-        plan.wg_box_bytes = int(box);
-        plan.wg_stage_bytes = int(stage);
-        plan.wg_stages = int(stages);
-        plan.wg_xs_off = int(xs_off);
-        plan.wg_w_off = int(w_off);
-        plan.wg_ws_off = copies == 2 ? int(w_off + wbytes) : 0;
-        found = true;
-        break;
-      }
     }
-    if (found) break;
+  } else {
+    for (int min_stages : {3, 2}) {
+      for (int64_t bk : bks) {
+        if (!bk_allowed(bk)) continue;
+        for (int64_t hb = tmax[1]; hb >= 1 && !found; --hb) found = try_step(bk, hb, min_stages);
+        if (found) break;
+      }
+      if (found) break;
+    }
   }
   if (!found) return no("the K step's input box and weight tiles leave no two stages");
   plan.wg_n = best_n;
