@@ -335,7 +335,32 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   const int64_t cw = nc > 0 ? nc : wg::kM;
   const int64_t cig_min = (cig + 2 * kc - 1) / (2 * kc) * (2 * kc);
   // N and the box: the most valid outputs per computed position; of those within 1% of
-  // the best, the largest N (fewer tiles).
+  // the best, the largest N (fewer tiles). A row of q[2] outputs is cut into the fewest
+  // column segments whose box (segment + W halo) fits N, or into more where that fits
+  // more whole rows into a tile and so wastes less (a 128-output row with a one-column
+  // halo fills 129 of 256 positions; three segments of 43 fill 5 rows of 44): of the
+  // segment counts up to 16 past the fewest, the best by more than 2%.
+  auto layout = [&](int64_t n, int64_t* wv_out, int64_t* rows_out) {
+    const int64_t span = n - halo_w;
+    if (span < 8) return 0.0;
+    const int64_t seg_min = (q[2] + span - 1) / span;
+    double best = 0;
+    for (int64_t segs = seg_min; segs <= seg_min + 16; ++segs) {
+      const int64_t wv = (q[2] + segs - 1) / segs;
+      if (wv < 8 && segs > seg_min) break;
+      const int64_t rows = std::min<int64_t>({n / (wv + halo_w), q[1], int64_t(wg::kMaxRows)});
+      const int64_t row_groups = (q[1] + rows - 1) / rows;
+      const int64_t col_segs = (q[2] + wv - 1) / wv;
+      const double used = double(q[1] * q[2]) / double(row_groups * col_segs * n);
+      if (used > best * 1.02) {
+        best = used;
+        *wv_out = wv;
+        *rows_out = rows;
+      }
+      if (wv == 1) break;
+    }
+    return best;
+  };
   int best_n = 0;
   int64_t best_wv = 0, best_rows = 0;
   double best_used = 0;
@@ -347,17 +372,9 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
       // positions fit the registers.)
       if (nc == 0 && copies == 2 && n > 128) continue;
       if (nc > 0 && n != 256) continue;  // (position-major tiles are built for 256)
-      int64_t wv = q[2], segs = 1;
-      if (q[2] + halo_w > n) {
-        const int64_t span = n - halo_w;
-        if (span < 8) continue;
-        segs = (q[2] + span - 1) / span;
-        wv = (q[2] + segs - 1) / segs;
-      }
-      const int64_t wbox = wv + halo_w;
-      const int64_t rows = std::min<int64_t>({n / wbox, q[1], int64_t(wg::kMaxRows)});
-      const int64_t row_groups = (q[1] + rows - 1) / rows;
-      const double used = double(q[1] * q[2]) / double(row_groups * segs * n);
+      int64_t wv = 0, rows = 0;
+      const double used = layout(n, &wv, &rows);
+      if (used == 0) continue;
       if (pass == 0) {
         best_used = std::max(best_used, used);
       } else if (used >= 0.99 * top) {
