@@ -336,16 +336,24 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   const int64_t cig_min = (cig + 2 * kc - 1) / (2 * kc) * (2 * kc);
   // N and the box: the most valid outputs per computed position; of those within 1% of
   // the best, the largest N (fewer tiles). A row of q[2] outputs is cut into the fewest
-  // column segments whose box (segment + W halo) fits N, or into more where that fits
-  // more whole rows into a tile and so wastes less (a 128-output row with a one-column
-  // halo fills 129 of 256 positions; three segments of 43 fill 5 rows of 44): of the
-  // segment counts up to 16 past the fewest, the best by more than 2%.
+  // column segments whose box (segment + W halo) fits N. Where the average phase's
+  // reduction is deep (K = input channels x taps / phases of 512 or more), so that the
+  // MMAs of computed but dropped positions cost more than shorter rows do, it may be cut
+  // into more, where that fits more whole rows into a tile (a 66-output row with a
+  // two-column halo fills 68 of 128 positions; two segments of 33 fill 3 rows of 35): of
+  // the segment counts up to 16 past the fewest, the best by more than 2%. (Measured on
+  // an H200: 1.08-1.5x on kb61, kb65, kb68, kb69, kb70; on shallow ones, kb71, kb73 and
+  // kb75, up to 1.28x slower.)
+  const double k_avg = double(cig) *
+                       double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]) /
+                       double(p.stride[0] * p.stride[1] * p.stride[2]);
+  const int64_t extra_segs = k_avg >= 512 ? 16 : 0;
   auto layout = [&](int64_t n, int64_t* wv_out, int64_t* rows_out) {
     const int64_t span = n - halo_w;
     if (span < 8) return 0.0;
     const int64_t seg_min = (q[2] + span - 1) / span;
     double best = 0;
-    for (int64_t segs = seg_min; segs <= seg_min + 16; ++segs) {
+    for (int64_t segs = seg_min; segs <= seg_min + extra_segs; ++segs) {
       const int64_t wv = (q[2] + segs - 1) / segs;
       if (wv < 8 && segs > seg_min) break;
       const int64_t rows = std::min<int64_t>({n / (wv + halo_w), q[1], int64_t(wg::kMaxRows)});
