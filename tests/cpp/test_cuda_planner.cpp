@@ -284,7 +284,7 @@ TEST(CudaPlanner, WgmmaWeightPackingMatchesItsDescriptor) {
 // Groups of at most 32 output channels get position-major tiles of 256 positions x the
 // group's channels rounded up to 8, 16, 24 or 32; wider ones 64 channels x N positions.
 TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
-  int plans = 0, split_plans = 0, position_major = 0;
+  int plans = 0, split_plans = 0, position_major = 0, deep = 0, resegmented = 0;
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
                                                              const Plan& plan) {
     if (!plan.usable || !plan.wg) return;
@@ -322,9 +322,33 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
     EXPECT_GE(plan.wg_stages, 2);
     EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
     EXPECT_LE(plan.wg_rows, 32);
+    // Column segments: the fewest whose box fits N, unless the average phase's reduction
+    // is 512 or more, where more segments may fit more rows (then at least as many of the
+    // computed positions are outputs as with the fewest).
+    const int64_t q1 = (p.output_sizes()[1] + p.stride[1] - 1) / p.stride[1];
+    const int64_t q2 = (p.output_sizes()[2] + p.stride[2] - 1) / p.stride[2];
+    const int64_t halo = plan.wg_wbox - plan.wg_wv;
+    const int64_t fewest = (q2 + plan.wg_n - halo - 1) / (plan.wg_n - halo);
+    const int64_t segs = (q2 + plan.wg_wv - 1) / plan.wg_wv;
+    const double k = double(p.in_channels_per_group()) *
+                     double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]) /
+                     double(p.stride[0] * p.stride[1] * p.stride[2]);
+    if (k < 512) {
+      EXPECT_EQ(segs, fewest) << "K " << k;
+    } else {
+      ++deep;
+      EXPECT_GE(segs, fewest) << "K " << k;
+      const int64_t wv0 = (q2 + fewest - 1) / fewest;
+      const int64_t rows0 = std::min<int64_t>({plan.wg_n / (wv0 + halo), q1, 32});
+      const double used0 = double(q1 * q2) / double((q1 + rows0 - 1) / rows0 * fewest * plan.wg_n);
+      EXPECT_GE(plan.wg_used, used0 * 0.99) << "K " << k;
+      if (segs > fewest) ++resegmented;
+    }
   });
   EXPECT_GT(plans, 200);
   EXPECT_GT(split_plans, 50);
+  EXPECT_GT(deep, 20);
+  EXPECT_GT(resegmented, 5);
   EXPECT_GT(position_major, 50);
 }
 
