@@ -457,7 +457,24 @@ __device__ __forceinline__ void mma_step(float (&acc)[MB][NA / 2], uint64_t dw, 
 // below `rows`, column below `cols`) and the channel below m0 + mcount. One 2-element
 // store where both are outputs and adjacent in y; zero: a tile without MMAs (its
 // accumulators are stale), which stores the bias.
+// The position's offsets and the pair test are worked out once; per channel the lane then
+// only loads, adds the bias, converts and stores, stepping one pointer by the channel
+// stride (a warp's 16 channels unrolled kUnroll at a time where all are valid, the zero case
+// a branch of its own: warp-uniform, so neither costs a select or a test per element).
+// (Unrolling all 16 in the channel-major kernels, whose accumulators take most registers,
+// made ptxas move the accumulators to the stack: 416-512 bytes at N = 208..256.)
 template <typename T>
+__device__ __forceinline__ void store_channel(T* q, int64_t d1, const float2 v, float b,
+                                              bool pair, bool v0, bool v1) {
+  if (pair) {
+    store_pair<T>(q, 0, v.x + b, v.y + b);
+  } else {
+    if (v0) q[0] = Elem<T>::from_float(v.x + b);
+    if (v1) q[d1] = Elem<T>::from_float(v.y + b);
+  }
+}
+
+template <typename T, int kUnroll>
 __device__ __forceinline__ void store_two_positions(T* y, const float* staged, int pitch, int nn,
                                                     int m0, int mcount, const EpiInfo* info,
                                                     int wbox, int rows, int cols, int64_t ys1,
@@ -465,30 +482,31 @@ __device__ __forceinline__ void store_two_positions(T* y, const float* staged, i
   const int r0 = nn / wbox, c0 = nn - r0 * wbox;
   const int r1 = c0 + 1 == wbox ? r0 + 1 : r0, c1 = c0 + 1 == wbox ? 0 : c0 + 1;
   const bool v0 = r0 < rows && c0 < cols, v1 = r1 < rows && c1 < cols;
-  if (!(v0 || v1)) return;
+  if (!(v0 || v1) || mcount <= 0) return;
   const int64_t col_step = info->col_step;
   const int64_t o0 = v0 ? info->base[r0] + c0 * col_step : 0;
   const int64_t o1 = v1 ? info->base[r1] + c1 * col_step : 0;
   const bool pair = v0 && v1 && o1 == o0 + 1 && ys1 % 2 == 0 &&
                     reinterpret_cast<uintptr_t>(y + o0) % (2 * sizeof(T)) == 0;
-  const int co0 = info->co0;
-#pragma unroll 4
-  for (int i = 0; i < 16; ++i) {
-    if (i < mcount) {
-      // (Choosing between the accumulators and zeros in registers would serialize the
-      // wgmma, ptxas C7520: the choice is made on the staged copy.)
-      float2 v = *reinterpret_cast<const float2*>(staged + i * pitch);
-      if (zero) v = make_float2(0.f, 0.f);
-      const int m = m0 + i;
-      const float b = info->bias[m];
-      const int64_t co = int64_t(co0 + m) * ys1;
-      if (pair) {
-        store_pair<T>(y, o0 + co, v.x + b, v.y + b);
-      } else {
-        if (v0) y[o0 + co] = Elem<T>::from_float(v.x + b);
-        if (v1) y[o1 + co] = Elem<T>::from_float(v.y + b);
-      }
-    }
+  // q: output element (position nn, channel m0 + i) for the channel at hand; q[d1] the
+  // position nn + 1's.
+  T* q = y + (o0 + int64_t(info->co0 + m0) * ys1);
+  const int64_t d1 = o1 - o0;
+  const float* bias = info->bias + m0;
+  if (zero) {
+#pragma unroll 1
+    for (int i = 0; i < min(mcount, 16); ++i, q += ys1)
+      store_channel<T>(q, d1, make_float2(0.f, 0.f), bias[i], pair, v0, v1);
+  } else if (mcount >= 16) {
+#pragma unroll kUnroll
+    for (int i = 0; i < 16; ++i, q += ys1)
+      store_channel<T>(q, d1, *reinterpret_cast<const float2*>(staged + i * pitch), bias[i],
+                       pair, v0, v1);
+  } else {
+#pragma unroll 1
+    for (int i = 0; i < mcount; ++i, q += ys1)
+      store_channel<T>(q, d1, *reinterpret_cast<const float2*>(staged + i * pitch), bias[i],
+                       pair, v0, v1);
   }
 }
 
@@ -798,7 +816,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         __syncwarp();
         const int nn = pass * 64 + 2 * lane;
         if (nn < N)
-          store_two_positions<T>(y, stg + 2 * lane, kEpiPitch, nn, warp * 16,
+          store_two_positions<T, 4>(y, stg + 2 * lane, kEpiPitch, nn, warp * 16,
                                  co_valid - warp * 16, info, p.wbox, rows, cols, ys1, !has_mma);
         __syncwarp();
       }
@@ -830,7 +848,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
         __syncwarp();
         if (j < 16 * kMB)
-          store_two_positions<T>(y, stg + j, kPitch, nn, 16 * pass, co_valid - 16 * pass, info,
+          store_two_positions<T, 16>(y, stg + j, kPitch, nn, 16 * pass, co_valid - 16 * pass, info,
                                  p.wbox, rows, cols, ys1, !has_mma);
         __syncwarp();
       }
