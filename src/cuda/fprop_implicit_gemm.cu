@@ -535,8 +535,9 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
   // phases), measured on an H200 against the TMA kernel (docs/kernels.md), it is ahead
   // in 16-bit types from K = 64 or with at most 16 output channels per group; in float32
   // as TF32 (where the copy moves twice the bytes and the TMA kernel's mma.sync does
-  // well on 32 channels) from K = 384 with 48 or more output channels per group, from K =
-  // 1024, or with at most 16 channels; in strict float32 (split TF32 on both, three MMAs
+  // well on 32 channels) from K = 384 with 48 or more output channels per group (K = 128
+  // without a stride: one phase, whose stores are whole rows), from K = 1024, or with at
+  // most 16 channels; in strict float32 (split TF32 on both, three MMAs
   // per step) from K = 128, from K = 96 with 48 or more channels, or with at most 16
   // channels. The dispatcher picks it there;
   // CONVT_FORWARD_KERNEL=implicit_gemm_wgmma asks for it anywhere.
@@ -549,7 +550,8 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
                                                 p.kernel_size[2]) / double(phases);
       const bool take = p.dtype != DType::kFloat32 ? k_avg >= 64 || cog <= 16
                         : plan.split ? k_avg >= 128 || (k_avg >= 96 && cog >= 48) || cog <= 16
-                                     : (k_avg >= 384 && cog >= 48) || k_avg >= 1024 || cog <= 16;
+                                     : (k_avg >= (phases == 1 ? 128 : 384) && cog >= 48) ||
+                                           k_avg >= 1024 || cog <= 16;
       if (!take) {
         plan.wg = false;
         plan.workspace_bytes = mma_workspace;
