@@ -18,6 +18,7 @@
 #     (WG_TEST_ENV="NAME=VALUE" runs its tests a second time with that setting)
 #   bash scripts/gpu_check.sh build install wg-strict   # strict float32 on the wgmma kernel
 #   bash scripts/gpu_check.sh build install wg-steps   # the wgmma kernel's K steps against its planner
+#   bash scripts/gpu_check.sh install wup   # zeros inserted along W, on against off
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side, compared case by case with BENCH_BASELINE, by default
@@ -187,10 +188,10 @@ fi
 if has wg-test; then
   # The persistent wgmma kernel's tests (CudaWgmmaPath: every TMA case and its own;
   # CudaWgmmaTiles: its other tiles).
-  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*'
+  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*'
   grep -E "PASSED|FAILED" "$OUT/wg-test.log" | tail -12 | tee -a "$SUMMARY"
   if [ -n "${WG_TEST_ENV:-}" ]; then  # the same tests again with one more setting
-    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*'
+    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*'
     grep -E "PASSED|FAILED" "$OUT/wg-test-env.log" | tail -12 | tee -a "$SUMMARY"
   fi
 fi
@@ -198,12 +199,12 @@ if has wg-sanitize; then
   # (With WG_TEST_ENV, each tool runs a second time with that setting.)
   for tool in memcheck racecheck initcheck; do
     step "wg-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
-      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*'
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*'
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
     if [ -n "${WG_TEST_ENV:-}" ]; then
       step "wg-sanitize-env-$tool" env CONVT_TEST_QUICK=1 $WG_TEST_ENV compute-sanitizer \
         --tool "$tool" --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" \
-        --gtest_filter='*WgmmaPath*:*WgmmaTiles*'
+        --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*'
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-env-$tool.log" | tail -3 | tee -a "$SUMMARY"
     fi
   done
@@ -241,6 +242,26 @@ if has wg-steps; then
     --case "${WG_STEPS_CASES:-kb57,kb58,kb61,kb64,kb65,kb68,kb69,kb70,kb71,kb72,kb74,kb75,kb77,kb78}" \
     --json "$OUT/wg-steps.json"
   grep -E "default" "$OUT/wg-steps.log" | tee -a "$SUMMARY"
+fi
+if has wup; then
+  # Zeros inserted along W (CONVT_WG_WUP=1, the wgmma kernel wherever W is strided) against
+  # none (CONVT_WG_WUP=0, the dispatch before it), 10 runs a side, in fp32 (TF32 and
+  # strict) and bf16: the suite's strided cases (WUP_CASES), then layers of published
+  # models with strided W (WUP_SHAPES, ';'-separated), compute-bound ones among them.
+  WUP_CASES=${WUP_CASES:-kb72,kb73,kb75,kb77,kb79,kb81}
+  WUP_SHAPES=${WUP_SHAPES:-"2d N=8 C=256->128 in=64x64 k=4 s=2 p=1;2d N=16 C=64->3 in=128x128 k=4 s=2 p=1;1d N=16 C=512->256 in=8192 k=16 s=8 p=4;1d N=16 C=128->64 in=32768 k=4 s=2 p=1;3d N=2 C=64->32 in=16x32x32 k=3 s=2 p=1 op=1;2d N=4 C=64->64 in=128x128 k=3 s=2 p=1 op=1"}
+  IFS=';' read -ra WUP_LIST <<<"$WUP_SHAPES"
+  SHAPE_ARGS=()
+  for sh in "${WUP_LIST[@]}"; do SHAPE_ARGS+=(--shape "$sh"); done
+  for v in 0 1; do
+    step "wup-$v" env CONVT_WG_WUP=$v python3 -m convt bench --case "$WUP_CASES" \
+      --dtype fp32,bf16 --math default,strict --reps 10 --json "$OUT/bench-wup-$v.json" -q
+    step "wup-shapes-$v" env CONVT_WG_WUP=$v python3 -m convt bench "${SHAPE_ARGS[@]}" \
+      --dtype fp32,bf16 --math default,strict --reps 10 --json "$OUT/bench-wup-shapes-$v.json" -q
+  done
+  python3 scripts/bench_compare.py "$OUT/bench-wup-0.json" "$OUT/bench-wup-1.json" | tee -a "$SUMMARY"
+  python3 scripts/bench_compare.py "$OUT/bench-wup-shapes-0.json" "$OUT/bench-wup-shapes-1.json" |
+    tee -a "$SUMMARY"
 fi
 if has owners; then
   # Every W phase running (the default) against tap-less W phases written by their owners

@@ -481,6 +481,38 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   plan.workspace_bytes = std::max(plan.workspace_bytes, plan.wg_counter_offset + 256);
 }
 
+// p with zeros inserted along W, wup - 1 between neighbouring input columns, and W stride
+// 1: output column o then reads upsampled column o + pad - k * dil for tap k, which holds
+// input column (o + pad - k * dil) / s where s divides it and zero elsewhere, the strided
+// convolution's terms exactly. Output sizes are unchanged.
+static Problem w_upsampled(const Problem& p, int64_t wup) {
+  Problem u = p;
+  u.input_size[2] = (p.input_size[2] - 1) * wup + 1;
+  u.stride[2] = 1;
+  return u;
+}
+
+Problem wgmma_problem(const ImplicitGemmFpropPlan& plan, const Problem& p) {
+  return plan.wg_wup > 1 ? w_upsampled(p, plan.wg_wup) : p;
+}
+
+// Whether p stays memory-bound with its MMAs multiplied by the W stride (zeros inserted
+// along W): their count over the bytes the problem must move (input, weight, output once
+// each) at most the machine balance of sm_90 (H100/H200: dense TF32 494.7 TFLOP/s,
+// 16-bit 989.4, against about 4 TB/s: 120 and 240 operations per byte; split TF32 runs
+// three MMAs per product: 40), scaled for position-major tiles of nc channels (nc > 0) by
+// their operations per byte of shared memory against the channel-major tile's
+// (nc / (64 + nc) against 128 / 192: 0.5 at 32 channels, 0.17 at 8), which bound them.
+// Measured on an H200 (docs/kernels.md): 1.45x-2.76x faster on kb75, kb77, kb79 and kb81,
+// slower on the position-major kb72 and kb73 that the scaling excludes.
+static bool memory_bound_with_w_zeros(const Problem& p, bool split, int nc) {
+  const double bytes = double(p.input_numel() + p.weight_numel() + p.output_numel()) *
+                       double(dtype_size(p.dtype));
+  double balance = p.dtype != DType::kFloat32 ? 240.0 : split ? 40.0 : 120.0;
+  if (nc > 0) balance *= 1.5 * double(nc) / double(64 + nc);
+  return p.flops() * double(p.stride[2]) <= balance * bytes;
+}
+
 std::size_t wgmma_shared_bytes(const ImplicitGemmFpropPlan& plan) {
   return std::size_t(plan.wg_stages) * plan.wg_stage_bytes + wg::kMaxStages * wg::kHeaderBytes +
          wg::kEpiBytes + wg::kInfoBytes + wg::kBarrierBytes + 1024;
@@ -541,11 +573,33 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
   // per step) from K = 128, from K = 96 with 48 or more channels, or with at most 16
   // channels. The dispatcher picks it there;
   // CONVT_FORWARD_KERNEL=implicit_gemm_wgmma asks for it anywhere.
+  //
+  // A W stride s > 1 splits every output row into s phases, each stored by its own tiles
+  // at every s-th column: s partial writes per 32-byte sector, which bound the strided
+  // cases by L2 store throughput (Nsight Compute on an H200: kb81, stride 5, 2.1e8 L2
+  // sector writes for 2.6e7 sectors of output, L2 85% busy). Where the problem stays
+  // memory-bound with s times the MMAs, the kernel runs it with zeros inserted along W
+  // instead (W stride 1, whole output rows per tile; ImplicitGemmFpropPlan::wg_wup).
+  // CONVT_WG_WUP=0 turns that off, CONVT_WG_WUP=1 asks for it wherever W is strided.
   if (opt.forward_kernel == ForwardKernel::kAuto ||
       opt.forward_kernel == ForwardKernel::kImplicitGemmWgmma) {
     const std::size_t mma_workspace = plan.workspace_bytes;
-    plan_wgmma_tile(p, plan);
-    if (plan.wg && opt.forward_kernel == ForwardKernel::kAuto) {
+    bool upsampled = false;
+    if (p.stride[2] > 1) {
+      const char* env = std::getenv("CONVT_WG_WUP");
+      const int wup_env = env != nullptr && *env != '\0' ? std::atoi(env) : -1;
+      if (wup_env != 0) {
+        ImplicitGemmFpropPlan up = plan;
+        plan_wgmma_tile(w_upsampled(p, p.stride[2]), up);
+        if (up.wg && (wup_env == 1 || memory_bound_with_w_zeros(p, plan.split, up.wg_nc))) {
+          plan = up;
+          plan.wg_wup = int(p.stride[2]);
+          upsampled = true;
+        }
+      }
+    }
+    if (!upsampled) plan_wgmma_tile(p, plan);
+    if (plan.wg && !upsampled && opt.forward_kernel == ForwardKernel::kAuto) {
       const double k_avg = double(cig) * double(p.kernel_size[0] * p.kernel_size[1] *
                                                 p.kernel_size[2]) / double(phases);
       const bool take = p.dtype != DType::kFloat32 ? k_avg >= 64 || cog <= 16
@@ -786,7 +840,11 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan) {
       plan.wg_rows, " rows x ", plan.wg_wv, " of a ", plan.wg_hbox, "x", plan.wg_wbox,
       " box, ", int(plan.wg_used * 100 + 0.5), "% used), K step ", plan.wg_bk,
       " channels x ", plan.wg_hb, " H taps x ", plan.wg_tmax[2], " W taps, ", plan.wg_stages,
-      " stages, workspace ", plan.workspace_bytes, " B");
+      " stages",
+      plan.wg_wup > 1 ? detail::str_cat(", zeros inserted along W (stride ", plan.wg_wup,
+                                        " run as 1)")
+                      : std::string(),
+      ", workspace ", plan.workspace_bytes, " B");
 }
 
 std::string describe_fallback(const ImplicitGemmFpropPlan& plan, const std::string& why) {
@@ -823,20 +881,21 @@ std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Pro
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   if (plan.wg && wgmma_supported(device)) {
-    const WgmmaMapFn encode = [&](CUtensorMap* m, void* xt) { make_xt_tensor_map(m, plan, p, xt); };
+    const Problem pw = wgmma_problem(plan, p);
+    const WgmmaMapFn encode = [&](CUtensorMap* m, void* xt) { make_xt_tensor_map(m, plan, pw, xt); };
     switch (p.dtype) {
       case DType::kFloat32:
         if (plan.split) {
-          launch_fprop_wgmma<float, true>(plan, p, x, w, b, y, opt, device, encode);
+          launch_fprop_wgmma<float, true>(plan, pw, x, w, b, y, opt, device, encode);
         } else {
-          launch_fprop_wgmma<float, false>(plan, p, x, w, b, y, opt, device, encode);
+          launch_fprop_wgmma<float, false>(plan, pw, x, w, b, y, opt, device, encode);
         }
         break;
       case DType::kFloat16:
-        launch_fprop_wgmma<__half, false>(plan, p, x, w, b, y, opt, device, encode);
+        launch_fprop_wgmma<__half, false>(plan, pw, x, w, b, y, opt, device, encode);
         break;
       case DType::kBFloat16:
-        launch_fprop_wgmma<__nv_bfloat16, false>(plan, p, x, w, b, y, opt, device, encode);
+        launch_fprop_wgmma<__nv_bfloat16, false>(plan, pw, x, w, b, y, opt, device, encode);
         break;
       default: throw Error("convt: implicit-GEMM forward called for an unsupported dtype");
     }

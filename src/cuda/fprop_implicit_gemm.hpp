@@ -48,8 +48,18 @@ struct ImplicitGemmFpropPlan {
   int wg_w_off = 0, wg_xs_off = 0, wg_ws_off = 0;
   // Workspace: packed weight at 0, the input copy at wg_xt_offset, the tile counter.
   std::size_t wg_xt_offset = 0, wg_counter_offset = 0;
+  // Zeros inserted along W (wg_wup = the W stride, else 1): the input copy holds input
+  // column w at column w * wg_wup and zeros between, and the kernel runs the problem with
+  // W stride 1 on it (wgmma_problem), every output row one phase stored whole. It
+  // multiplies the MMAs by the stride; the planner takes it where the problem stays
+  // memory-bound with them (see plan_implicit_gemm_fprop).
+  int wg_wup = 1;
   std::string describe() const;
 };
+
+// The problem the wgmma kernel of `plan` runs for p: p itself, or with zeros inserted
+// along W (plan.wg_wup > 1) the same convolution over the upsampled input, W stride 1.
+Problem wgmma_problem(const ImplicitGemmFpropPlan& plan, const Problem& p);
 
 // The TMA kernel's pipeline stages for a tile (bn channels x bk input channels), box row and
 // W taps per stage: as many as fit in its shared-memory budget, at most kTmaMaxStages.

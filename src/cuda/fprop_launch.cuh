@@ -325,6 +325,8 @@ namespace fprop_detail {
 
 // The plan's wgmma launch: packs the weight and copies the input into the workspace (see
 // wgmma_workspace), then runs the kernel on the tensor map `encode` makes of the copy.
+// p: the problem as the kernel runs it (wgmma_problem: W stride 1 where the plan inserts
+// zeros along W).
 template <typename T, bool kSplit>
 void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
                         const TensorRef& w, const TensorRef* b, const TensorRef& y,
@@ -372,11 +374,16 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   tp.cig = int(cig);
   tp.cblocks = plan.wg_cblocks;
   tp.bk = plan.wg_bk;
+  // With zeros inserted along W (plan.wg_wup > 1), p is the problem the kernel runs: the
+  // input's W there is (W - 1) * wup + 1 and its W stride 1.
   for (int d = 0; d < 3; ++d) tp.in[d] = int(p.input_size[d]);
+  tp.wup = plan.wg_wup;
+  tp.wout = tp.in[2];
+  tp.in[2] = (tp.wout - 1) / tp.wup + 1;
   tp.split = kSplit ? 1 : 0;
   tp.nonfinite = counter + 1;
   tp.small_off = int64_t(tp.batch) * tp.groups * tp.cblocks * (tp.bk / wg::Kc<T>::value) *
-                 tp.in[0] * tp.in[1] * tp.in[2];
+                 tp.in[0] * tp.in[1] * tp.wout;
   if (tp.x_str[4] == 1) {
     // Rows of the input contiguous: the tiled copy, with 16-byte loads where every row
     // starts 16-byte aligned and holds whole 16-byte chunks.
@@ -393,7 +400,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     }
   } else {
     const int64_t vecs = int64_t(tp.batch) * tp.groups * tp.cblocks *
-                         (tp.bk / wg::Kc<T>::value) * tp.in[0] * tp.in[1] * tp.in[2];
+                         (tp.bk / wg::Kc<T>::value) * tp.in[0] * tp.in[1] * tp.wout;
     const int64_t tblocks = std::min<int64_t>((vecs + 255) / 256, int64_t(1) << 20);
     wg::transpose_input_kernel<T><<<static_cast<unsigned>(tblocks), 256, 0, opt.stream>>>(tp);
   }

@@ -704,10 +704,11 @@ const std::vector<Case>& wgmma_case_list() {
 
 class CudaWgmmaPath : public ::testing::TestWithParam<int> {};
 
-TEST_P(CudaWgmmaPath, MatchesFloat64Oracle) {
-  const std::string reason = wgmma_unavailable_reason();
-  if (!reason.empty()) GTEST_SKIP() << reason;
-  const Case& c = wgmma_case_list()[static_cast<size_t>(GetParam())];
+// Runs case c with the wgmma kernel asked for, in every precision but float64, against the
+// float64 oracle (seeded with `seed`); expect(precision, split, what) checks what
+// describe_forward says runs (split: strict float32, which runs split TF32).
+template <typename Expect>
+void check_wgmma_case(const Case& c, uint64_t seed, Expect expect) {
   SCOPED_TRACE(c.name());
   for (const Precision& precision : kPrecisions) {
     if (precision.dtype == DType::kFloat64) continue;
@@ -719,13 +720,25 @@ TEST_P(CudaWgmmaPath, MatchesFloat64Oracle) {
     HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, c.layout);
     DeviceTensor gx(x, nullptr);
     const std::string what = convt::describe_forward(p, gx.ref, opt);
-    const bool split = p.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32;
-    // (Split TF32 doubles a stage: where two no longer fit, the TMA kernel's split runs.)
-    EXPECT_NE(what.find(split ? "3xTF32" : "wgmma persistent"), std::string::npos)
-        << precision.name << ": " << what;
-    check_all_directions(c.problem, c.layout, precision, 15485863u * uint64_t(GetParam()) + 5,
-                         nullptr, false, ForwardKernel::kImplicitGemmWgmma);
+    expect(precision, p.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32,
+           what);
+    check_all_directions(c.problem, c.layout, precision, seed, nullptr, false,
+                         ForwardKernel::kImplicitGemmWgmma);
   }
+}
+
+TEST_P(CudaWgmmaPath, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const Case& c = wgmma_case_list()[static_cast<size_t>(GetParam())];
+  check_wgmma_case(c, 15485863u * uint64_t(GetParam()) + 5,
+                   [](const Precision& precision, bool split, const std::string& what) {
+                     // (Split TF32 doubles a stage: where two no longer fit, the TMA
+                     // kernel's split runs.)
+                     EXPECT_NE(what.find(split ? "3xTF32" : "wgmma persistent"),
+                               std::string::npos)
+                         << precision.name << ": " << what;
+                   });
 }
 
 TEST(CudaWgmmaPathSplit, StrictFloat32RunsOnItWhereTwoStagesFit) {
@@ -764,27 +777,16 @@ TEST_P(CudaWgmmaTiles, MatchesFloat64Oracle) {
   if (!reason.empty()) GTEST_SKIP() << reason;
   const int nc = std::get<0>(GetParam());
   const Case& c = wgmma_case_list()[static_cast<size_t>(std::get<1>(GetParam()))];
-  SCOPED_TRACE(c.name());
   const ScopedEnv env("CONVT_WG_NC", std::to_string(nc).c_str());
-  for (const Precision& precision : kPrecisions) {
-    if (precision.dtype == DType::kFloat64) continue;
-    Problem p = c.problem;
-    p.dtype = precision.dtype;
-    ExecOptions opt;
-    opt.math = precision.math;
-    opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
-    HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, c.layout);
-    DeviceTensor gx(x, nullptr);
-    const std::string what = convt::describe_forward(p, gx.ref, opt);
-    const bool split = p.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32;
-    if (!split) {
-      const std::string tile = nc == 64 ? "tile 64 channels x "
-                                        : " positions x " + std::to_string(nc) + " channels";
-      EXPECT_NE(what.find(tile), std::string::npos) << precision.name << ": " << what;
-    }
-    check_all_directions(c.problem, c.layout, precision, 3571u * uint64_t(std::get<1>(GetParam())) + 7,
-                         nullptr, false, ForwardKernel::kImplicitGemmWgmma);
-  }
+  check_wgmma_case(c, 3571u * uint64_t(std::get<1>(GetParam())) + 7,
+                   [nc](const Precision& precision, bool split, const std::string& what) {
+                     if (split) return;
+                     const std::string tile =
+                         nc == 64 ? "tile 64 channels x "
+                                  : " positions x " + std::to_string(nc) + " channels";
+                     EXPECT_NE(what.find(tile), std::string::npos)
+                         << precision.name << ": " << what;
+                   });
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -798,6 +800,56 @@ INSTANTIATE_TEST_SUITE_P(
                     std::get<1>(info.param));
       return std::string(name);
     });
+
+// Zeros inserted along W (CONVT_WG_WUP=1 asks for them wherever W is strided): every wgmma
+// case with a W stride, plus a channels_last input with W stride 3 (the untiled copy), a W
+// that is no whole number of 16-byte chunks (the tiled copy's scalar loads), groups with
+// bias and output_padding, and a W stride of 5 with dilation 2 (phases without taps).
+std::vector<Case> upsampled_cases() {
+  std::vector<Case> v;
+  for (const Case& c : wgmma_case_list())
+    if (c.problem.canonical3d().stride[2] > 1) v.push_back(c);
+  auto add = [&](Problem p, Layout layout = Layout::kContiguous) { v.push_back({p, layout}); };
+  add(make_problem(2, 2, 32, 40, 1, {7, 19, 1}, {3, 4, 1}, {1, 3, 1}, {1, 1, 0}, {0, 2, 0},
+                   {1, 1, 1}, true),
+      Layout::kChannelsLast);
+  add(make_problem(1, 3, 24, 64, 1, {203, 1, 1}, {4, 1, 1}, {2, 1, 1}, {1, 0, 0}, {1, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 32, 96, 2, {6, 37, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 1, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 16, 64, 1, {5, 26, 1}, {3, 3, 1}, {5, 5, 1}, {1, 1, 0}, {0, 0, 0},
+                   {2, 2, 1}, true));
+  return v;
+}
+
+const std::vector<Case>& upsampled_case_list() {
+  static const std::vector<Case> all = upsampled_cases();
+  return all;
+}
+
+class CudaWgmmaUpsampled : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaUpsampled, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const Case& c = upsampled_case_list()[static_cast<size_t>(GetParam())];
+  const ScopedEnv env("CONVT_WG_WUP", "1");
+  check_wgmma_case(c, 7727u * uint64_t(GetParam()) + 3,
+                   [](const Precision& precision, bool split, const std::string& what) {
+                     // (Split TF32 falls back to the TMA kernel where two of its stages do
+                     // not fit.)
+                     if (what.find("wgmma persistent") != std::string::npos)
+                       EXPECT_NE(what.find("zeros inserted along W (stride"), std::string::npos)
+                           << precision.name << ": " << what;
+                     else
+                       EXPECT_TRUE(split) << precision.name << ": " << what;
+                   });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaUpsampled,
+                         ::testing::Range(0, static_cast<int>(upsampled_case_list().size()),
+                                          quick_mode() ? 2 : 1),
+                         tma_case_name);
 
 // Layouts a tensor map cannot describe run the mma.sync kernels instead of the TMA kernel
 // asked for, and say so. (Under the default dispatch some of these run the wgmma kernel,

@@ -325,14 +325,16 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
     // Column segments: the fewest whose box fits N, unless the average phase's reduction
     // is 512 or more, where more segments may fit more rows (then at least as many of the
     // computed positions are outputs as with the fewest).
-    const int64_t q1 = (p.output_sizes()[1] + p.stride[1] - 1) / p.stride[1];
-    const int64_t q2 = (p.output_sizes()[2] + p.stride[2] - 1) / p.stride[2];
+    // (Of the problem the kernel runs: with zeros inserted along W, W stride 1.)
+    const Problem pk = convt::cuda::wgmma_problem(plan, p);
+    const int64_t q1 = (pk.output_sizes()[1] + pk.stride[1] - 1) / pk.stride[1];
+    const int64_t q2 = (pk.output_sizes()[2] + pk.stride[2] - 1) / pk.stride[2];
     const int64_t halo = plan.wg_wbox - plan.wg_wv;
     const int64_t fewest = (q2 + plan.wg_n - halo - 1) / (plan.wg_n - halo);
     const int64_t segs = (q2 + plan.wg_wv - 1) / plan.wg_wv;
-    const double k = double(p.in_channels_per_group()) *
-                     double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]) /
-                     double(p.stride[0] * p.stride[1] * p.stride[2]);
+    const double k = double(pk.in_channels_per_group()) *
+                     double(pk.kernel_size[0] * pk.kernel_size[1] * pk.kernel_size[2]) /
+                     double(pk.stride[0] * pk.stride[1] * pk.stride[2]);
     if (k < 512) {
       EXPECT_EQ(segs, fewest) << "K " << k;
     } else {
@@ -352,12 +354,40 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
   EXPECT_GT(position_major, 50);
 }
 
+// Whether p, with its multiply-adds counted by brute force over every (input position,
+// tap) and multiplied by the W stride, does at most `balance` operations per byte of input,
+// weight and output, that balance scaled for position-major tiles (groups of at most 32
+// output channels, nc of them rounded up to 8) by 1.5 nc / (64 + nc).
+bool memory_bound_with_w_zeros(const Problem& p, double balance) {
+  const int64_t cog = p.out_channels_per_group();
+  if (cog <= 32) {
+    const double nc = double((cog + 7) / 8 * 8);
+    balance *= 1.5 * nc / (64 + nc);
+  }
+  double taps = 1, in = 1, out = 1;
+  for (int d = 0; d < 3; ++d) {
+    taps *= double(p.kernel_size[d]);
+    in *= double(p.input_size[d]);
+    out *= double(p.output_sizes()[d]);
+  }
+  const double macs = double(p.batch) * double(p.in_channels) *
+                      double(p.out_channels_per_group()) * taps * in;
+  const double e = double(convt::dtype_size(p.dtype));
+  const double bytes = e * (double(p.batch) * double(p.in_channels) * in +
+                            double(p.in_channels) * double(p.out_channels_per_group()) * taps +
+                            double(p.batch) * double(p.out_channels) * out);
+  return 2 * macs * double(p.stride[2]) <= balance * bytes;
+}
+
 // The dispatcher's choice between the wgmma kernel and the TMA kernel (where the wgmma
-// kernel can run): by the average phase's reduction length K = input channels per group x
-// taps / phases, the output channels per group and the precision (see
-// plan_implicit_gemm_fprop); where it declines, the reason names both.
+// kernel can run): with a W stride and memory-bound even with that many times the MMAs
+// (120 operations per byte in TF32, 40 in split TF32, 240 in 16-bit types, less for
+// position-major tiles), the wgmma
+// kernel with zeros inserted along W; else by the average phase's reduction length
+// K = input channels per group x taps / phases, the output channels per group and the
+// precision (see plan_implicit_gemm_fprop); where it declines, the reason names both.
 TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
-  int taken = 0, declined = 0;
+  int taken = 0, declined = 0, upsampled = 0;
   for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& p, MathMode math,
                                                   const Plan& plan) {
     if (!plan.usable) return;
@@ -365,10 +395,21 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
     ExecOptions opt;
     opt.math = math;
     opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
-    if (!convt::cuda::plan_implicit_gemm_fprop(p, opt).wg) {
+    const Plan forced = convt::cuda::plan_implicit_gemm_fprop(p, opt);
+    if (!forced.wg) {
       EXPECT_FALSE(plan.wg);
       return;
     }
+    const double balance = p.dtype != DType::kFloat32       ? 240
+                           : math == MathMode::kStrictFP32 ? 40
+                                                           : 120;
+    if (p.stride[2] > 1 && memory_bound_with_w_zeros(p, balance) && forced.wg_wup > 1) {
+      EXPECT_TRUE(plan.wg);
+      EXPECT_EQ(plan.wg_wup, p.stride[2]);
+      ++upsampled;
+      return;
+    }
+    EXPECT_EQ(plan.wg_wup, 1);
     const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
     const double k = double(cig) * double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]) /
                      double(p.stride[0] * p.stride[1] * p.stride[2]);
@@ -393,6 +434,45 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
   });
   EXPECT_GT(taken, 50);
   EXPECT_GT(declined, 50);
+  EXPECT_GT(upsampled, 20);
+}
+
+// Zeros inserted along W (CONVT_WG_WUP=1 asks for them wherever W is strided): the plan is
+// the wgmma kernel's for the same convolution with W stride 1 over an input whose W is
+// (W - 1) * stride + 1: every W tap in one phase, outputs unchanged, and a workspace that
+// holds the upsampled copy; CONVT_WG_WUP=0 never inserts them.
+TEST(CudaPlanner, ZerosAlongWRunTheStridedProblemAsUnstrided) {
+  int plans = 0;
+  setenv("CONVT_WG_WUP", "1", 1);
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg) return;
+    if (p.stride[2] == 1) {
+      EXPECT_EQ(plan.wg_wup, 1);
+      return;
+    }
+    // (Where the upsampled problem has no plan, the strided one runs.)
+    if (plan.wg_wup == 1) return;
+    ++plans;
+    EXPECT_EQ(plan.wg_wup, p.stride[2]);
+    const Problem u = convt::cuda::wgmma_problem(plan, p);
+    EXPECT_EQ(u.stride[2], 1);
+    EXPECT_EQ(u.stride[1], p.stride[1]);
+    EXPECT_EQ(u.input_size[2], (p.input_size[2] - 1) * p.stride[2] + 1);
+    EXPECT_EQ(u.output_sizes(), p.output_sizes());
+    EXPECT_EQ(plan.wg_tmax[2], p.kernel_size[2]);
+    const int64_t e = static_cast<int64_t>(convt::dtype_size(p.dtype));
+    const int64_t copy = (plan.split ? 2 : 1) * p.batch * p.groups * plan.wg_cblocks *
+                         plan.wg_bk * e * p.input_size[0] * p.input_size[1] * u.input_size[2];
+    EXPECT_GE(int64_t(plan.wg_counter_offset) - int64_t(plan.wg_xt_offset), copy);
+    EXPECT_GE(int64_t(plan.workspace_bytes), int64_t(plan.wg_counter_offset) + 8);
+  });
+  setenv("CONVT_WG_WUP", "0", 1);
+  for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem&, MathMode, const Plan& plan) {
+    EXPECT_EQ(plan.wg_wup, 1);
+  });
+  unsetenv("CONVT_WG_WUP");
+  EXPECT_GT(plans, 100);
 }
 
 }  // namespace

@@ -168,10 +168,13 @@ struct Params {
 // ---------------------------------------------------------------------------------------
 struct TransposeParams {
   const void* x;  // (N, C_in, D, H, W), strides x_str
-  void* xt;       // [N*G][cblocks][D][H][W][bk]
+  void* xt;       // [N*G][cblocks][D][H][wout][bk]
   int64_t x_str[5];
   int batch, groups, cig, cblocks, bk;
-  int in[3];
+  int in[3];  // the input's D, H, W
+  // Zeros inserted along W: xt column w holds input column w / wup where wup divides w,
+  // zeros elsewhere; wout = (in[2] - 1) * wup + 1 columns (wup = 1: a plain copy).
+  int wup, wout;
   // Split TF32 (float only): the residual x - tf32(x), rounded to TF32, written small_off
   // 16-byte units after each element's copy.
   int split;
@@ -218,11 +221,13 @@ __global__ void transpose_input_kernel(TransposeParams p) {
   const T* x = static_cast<const T*>(p.x);
   uint4* xt = static_cast<uint4*>(p.xt);
   const int subs = p.bk / kc;
-  const int64_t total = int64_t(p.batch) * p.groups * p.cblocks * subs * p.in[0] * p.in[1] * p.in[2];
+  const int64_t total = int64_t(p.batch) * p.groups * p.cblocks * subs * p.in[0] * p.in[1] * p.wout;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int w = int(i % p.in[2]);
-    int64_t r = i / p.in[2];
+    const int wo = int(i % p.wout);
+    const bool hit = wo % p.wup == 0;  // an input column, not an inserted zero
+    const int w = wo / p.wup;
+    int64_t r = i / p.wout;
     const int sub = int(r % subs); r /= subs;
     const int h = int(r % p.in[1]); r /= p.in[1];
     const int d = int(r % p.in[0]); r /= p.in[0];
@@ -235,11 +240,12 @@ __global__ void transpose_input_kernel(TransposeParams p) {
 #pragma unroll
     for (int j = 0; j < kc; ++j) {
       const int c = ch * kc + j;
-      v[j] = c < p.cig ? Elem<T>::to_float(x[base + (int64_t(g) * p.cig + c) * p.x_str[1]]) : 0.f;
+      v[j] = hit && c < p.cig ? Elem<T>::to_float(x[base + (int64_t(g) * p.cig + c) * p.x_str[1]])
+                              : 0.f;
     }
     store_xt<T>(xt,
-                (((((n * p.groups + g) * p.cblocks + cb) * p.in[0] + d) * p.in[1] + h) * p.in[2] +
-                 w) * subs + sub,
+                (((((n * p.groups + g) * p.cblocks + cb) * p.in[0] + d) * p.in[1] + h) * p.wout +
+                 wo) * subs + sub,
                 v, p);
   }
 }
@@ -248,7 +254,8 @@ __global__ void transpose_input_kernel(TransposeParams p) {
 // per 128 positions of an input row (n, g, channel block, d, h). It reads the block's bk
 // channels along W into shared memory (coalesced; 16 bytes per thread where every row
 // starts 16-byte aligned and W is a multiple of 16 bytes, kVec), then writes the tile's
-// run of xt, which is contiguous ([128 positions][bk channels]), 16 bytes per thread.
+// run of xt, which is contiguous ([128 wup positions][bk channels], the inserted zeros
+// included), 16 bytes per thread.
 constexpr int kTransposeW = 128;
 
 template <typename T, bool kVec>
@@ -298,14 +305,17 @@ __global__ void __launch_bounds__(256) transpose_input_tiled_kernel(TransposePar
     }
     __syncthreads();
     const int64_t row = ((((n * p.groups + g) * p.cblocks + cb) * p.in[0] + d) * p.in[1] + h) *
-                        int64_t(p.in[2]);
-    const int wn = min(kTw, p.in[2] - w0);
-    for (int i = threadIdx.x; i < wn * subs; i += blockDim.x) {
+                        int64_t(p.wout);
+    const int wo0 = w0 * p.wup;
+    const int won = min(kTw * p.wup, p.wout - wo0);  // xt columns of the tile
+    for (int i = threadIdx.x; i < won * subs; i += blockDim.x) {
       const int wl = i / subs, sub = i % subs;
+      const int wx = wl / p.wup;
+      const bool hit = wx * p.wup == wl;
       float v[kc];
 #pragma unroll
-      for (int j = 0; j < kc; ++j) v[j] = tile[sub * kc + j][wl];
-      store_xt<T>(xt, (row + w0 + wl) * subs + sub, v, p);
+      for (int j = 0; j < kc; ++j) v[j] = hit ? tile[sub * kc + j][wx] : 0.f;
+      store_xt<T>(xt, (row + wo0 + wl) * subs + sub, v, p);
     }
     __syncthreads();
   }
