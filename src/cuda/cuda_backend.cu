@@ -159,16 +159,20 @@ void forward(const Problem& p, const TensorRef& x, const TensorRef& w, const Ten
   if (plan.usable) {
     const std::string what = run_implicit_gemm_fprop(plan, p, x, w, b, y, opt, log_enabled());
     if (log_enabled()) log_line(detail::str_cat("forward ", p.to_string(), ": ", what));
-    if (const int* flag = split_wgmma_nonfinite_flag(plan, opt, y.device.index)) {
-      // Split TF32 on the wgmma kernel: where the input or weight holds an infinity or a
-      // NaN (the flag its preparation set), the direct kernel recomputes the output, so
-      // that they propagate as in float64; elsewhere its blocks exit at once.
+    if (const int* flag = wgmma_nonfinite_flag(plan, opt, y.device.index)) {
+      // Split TF32 or zeros inserted along W on the wgmma kernel: where the input (split
+      // TF32) or the weight holds an infinity or a NaN (the flag its preparation set), the
+      // direct kernel recomputes the output, so that they propagate as in float64;
+      // elsewhere its blocks exit at once.
       DirectParams d = make_params(p, &x, &w, &y, b);
       d.only_if = flag;
-      check_cuda(direct::launch_forward<float>(d, cptr<float>(x), cptr<float>(w),
-                                               b ? cptr<float>(*b) : nullptr, mptr<float>(y),
-                                               max_blocks(y.device), opt.stream),
-                 "convt::cuda::direct::forward_kernel");
+      with_element_type(p.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        check_cuda(direct::launch_forward<T>(d, cptr<T>(x), cptr<T>(w),
+                                             b ? cptr<T>(*b) : nullptr, mptr<T>(y),
+                                             max_blocks(y.device), opt.stream),
+                   "convt::cuda::direct::forward_kernel");
+      });
     }
     return;
   }

@@ -863,9 +863,10 @@ std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, cons
   return describe_fallback(plan, why);
 }
 
-const int* split_wgmma_nonfinite_flag(const ImplicitGemmFpropPlan& plan, const ExecOptions& opt,
-                                      int device) {
-  if (!(plan.usable && plan.wg && plan.split && wgmma_supported(device))) return nullptr;
+const int* wgmma_nonfinite_flag(const ImplicitGemmFpropPlan& plan, const ExecOptions& opt,
+                                int device) {
+  if (!(plan.usable && plan.wg && (plan.split || plan.wg_wup > 1) && wgmma_supported(device)))
+    return nullptr;
   return reinterpret_cast<const int*>(static_cast<unsigned char*>(opt.workspace) +
                                       plan.wg_counter_offset) + 1;
 }

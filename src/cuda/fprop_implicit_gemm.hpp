@@ -102,12 +102,13 @@ std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, cons
 // Packs the weight into the workspace and runs the kernel (plan.usable must be true): the
 // TMA-fed kernel where plan.tma holds and the input's layout suits a tensor map, else the
 // plan's mma.sync kernel. Returns a description of what ran when `describe` is set.
-// Where run_implicit_gemm_fprop ran split TF32 on the wgmma kernel: the device flag that
-// its preparation kernels set when the input or weight holds an infinity or NaN (split
-// TF32's residual products cannot carry them; the caller recomputes the output where it
-// is set). Else null.
-const int* split_wgmma_nonfinite_flag(const ImplicitGemmFpropPlan& plan, const ExecOptions& opt,
-                                      int device);
+// Where run_implicit_gemm_fprop ran the wgmma kernel in split TF32 or with zeros inserted
+// along W: the device flag that its preparation kernels set when the input (split TF32) or
+// the weight holds an infinity or NaN (split TF32's residual products cannot carry them,
+// and such a weight times an inserted zero gives NaN; the caller recomputes the output
+// where it is set). Else null.
+const int* wgmma_nonfinite_flag(const ImplicitGemmFpropPlan& plan, const ExecOptions& opt,
+                                int device);
 
 std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                     const TensorRef& x, const TensorRef& w, const TensorRef* b,

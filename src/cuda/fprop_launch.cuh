@@ -352,6 +352,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   pk.cblocks = plan.wg_cblocks;
   pk.bk = plan.wg_bk;
   pk.split = kSplit ? 1 : 0;
+  pk.flag_nonfinite = kSplit || plan.wg_wup > 1 ? 1 : 0;
   pk.nonfinite = counter + 1;
   for (int d = 0; d < 3; ++d) {
     pk.k[d] = int(p.kernel_size[d]);

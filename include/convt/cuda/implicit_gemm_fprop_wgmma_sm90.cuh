@@ -328,7 +328,11 @@ struct PackParams {
   int groups, cig, cog, cw, co_tiles, cblocks, bk;  // cw: channels per tile (64 or NC)
   int k[3], stride[3], pad[3], dil[3], tmax[3];
   int split;  // split TF32: the residual tiles follow the whole packed weight
-  int* nonfinite;  // split TF32: set to 1 where a weight is infinite or NaN
+  // Set to 1 where a weight is infinite or NaN, if flag_nonfinite (split TF32, whose
+  // residual products cannot carry them, and zeros inserted along W, where such a weight
+  // times an inserted zero would give NaN).
+  int flag_nonfinite;
+  int* nonfinite;
 };
 
 __host__ __device__ inline int64_t packed_weight_elems(const PackParams& p) {
@@ -382,13 +386,11 @@ __global__ void pack_weight_wgmma_kernel(PackParams p) {
     if constexpr (sizeof(T) == 4) {
       const float big = __uint_as_float(to_tf32(v));
       wp[idx] = big;
-      if (p.split) {
-        wp[idx + total] = __uint_as_float(to_tf32(v - big));
-        if (!isfinite(v)) *p.nonfinite = 1;
-      }
+      if (p.split) wp[idx + total] = __uint_as_float(to_tf32(v - big));
     } else {
       wp[idx] = Elem<T>::from_float(v);
     }
+    if (p.flag_nonfinite && !isfinite(v)) *p.nonfinite = 1;
   }
 }
 
