@@ -36,6 +36,11 @@
 //     columns plus their H and W halos; columns past wv and rows past R are computed and
 //     dropped (the planner picks N, R and wbox to waste little).
 //
+// Memory-bound problems with a W stride s may run as W stride 1 over a copy with zeros
+// inserted along W (TransposeParams::wup: input column w at copy column w * s), so that
+// each tile stores whole output rows rather than every s-th column (see
+// ImplicitGemmFpropPlan::wg_wup); the kernel itself is the same.
+//
 // Weights are repacked once per call (pack_weight_wgmma_kernel) per (group, channel
 // tile, phase, D tap, channel block), the (H tap, W tap) tiles of a K step adjacent, each
 // 64 x bk in the K-major core-matrix layout: one bulk copy per K step.
