@@ -19,6 +19,7 @@
 #   bash scripts/gpu_check.sh build install wg-strict   # strict float32 on the wgmma kernel
 #   bash scripts/gpu_check.sh build install wg-steps   # the wgmma kernel's K steps against its planner
 #   bash scripts/gpu_check.sh install wup   # zeros inserted along W, on against off
+#   bash scripts/gpu_check.sh build install raw   # the input read in place, on against off
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side, compared case by case with BENCH_BASELINE, by default
@@ -188,10 +189,10 @@ fi
 if has wg-test; then
   # The persistent wgmma kernel's tests (CudaWgmmaPath: every TMA case and its own;
   # CudaWgmmaTiles: its other tiles).
-  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*'
+  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*'
   grep -E "PASSED|FAILED" "$OUT/wg-test.log" | tail -12 | tee -a "$SUMMARY"
   if [ -n "${WG_TEST_ENV:-}" ]; then  # the same tests again with one more setting
-    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*'
+    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*'
     grep -E "PASSED|FAILED" "$OUT/wg-test-env.log" | tail -12 | tee -a "$SUMMARY"
   fi
 fi
@@ -199,12 +200,12 @@ if has wg-sanitize; then
   # (With WG_TEST_ENV, each tool runs a second time with that setting.)
   for tool in memcheck racecheck initcheck; do
     step "wg-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
-      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*'
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*'
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
     if [ -n "${WG_TEST_ENV:-}" ]; then
       step "wg-sanitize-env-$tool" env CONVT_TEST_QUICK=1 $WG_TEST_ENV compute-sanitizer \
         --tool "$tool" --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" \
-        --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*'
+        --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*'
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-env-$tool.log" | tail -3 | tee -a "$SUMMARY"
     fi
   done
@@ -261,6 +262,25 @@ if has wup; then
   done
   python3 scripts/bench_compare.py "$OUT/bench-wup-0.json" "$OUT/bench-wup-1.json" | tee -a "$SUMMARY"
   python3 scripts/bench_compare.py "$OUT/bench-wup-shapes-0.json" "$OUT/bench-wup-shapes-1.json" |
+    tee -a "$SUMMARY"
+fi
+if has raw; then
+  # The wgmma kernel reading the input in place (CONVT_WG_RAW=1, wherever it can run)
+  # against the dispatch without it (CONVT_WG_RAW=0), fp32 with TF32, 10 runs a side: the
+  # suite (RAW_CASES, default all), then layers of published models (RAW_SHAPES).
+  RAW_CASES=${RAW_CASES:-}
+  RAW_SHAPES=${RAW_SHAPES:-"2d N=8 C=256->128 in=64x64 k=4 s=2 p=1;2d N=16 C=64->3 in=128x128 k=4 s=2 p=1;2d N=4 C=128->64 in=128x128 k=3 p=1;3d N=2 C=64->32 in=16x32x32 k=3 s=2 p=1 op=1;1d N=16 C=128->64 in=32768 k=4 s=2 p=1;2d N=8 C=512->256 in=32x32 k=4 s=2 p=1"}
+  IFS=';' read -ra RAW_LIST <<<"$RAW_SHAPES"
+  RAW_SHAPE_ARGS=()
+  for sh in "${RAW_LIST[@]}"; do RAW_SHAPE_ARGS+=(--shape "$sh"); done
+  for v in 0 1; do
+    step "raw-$v" env CONVT_WG_RAW=$v python3 -m convt bench ${RAW_CASES:+--case "$RAW_CASES"} \
+      --dtype fp32 --math default --reps 10 --json "$OUT/bench-raw-$v.json" -q
+    step "raw-shapes-$v" env CONVT_WG_RAW=$v python3 -m convt bench "${RAW_SHAPE_ARGS[@]}" \
+      --dtype fp32 --math default --reps 10 --json "$OUT/bench-raw-shapes-$v.json" -q
+  done
+  python3 scripts/bench_compare.py "$OUT/bench-raw-0.json" "$OUT/bench-raw-1.json" | tee -a "$SUMMARY"
+  python3 scripts/bench_compare.py "$OUT/bench-raw-shapes-0.json" "$OUT/bench-raw-shapes-1.json" |
     tee -a "$SUMMARY"
 fi
 if has owners; then

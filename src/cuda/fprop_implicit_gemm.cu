@@ -287,8 +287,10 @@ static int wg_env_int(const char* name) {
   return v ? std::atoi(v) : 0;
 }
 
-// The wgmma kernel's tile for p (see ImplicitGemmFpropPlan::wg and the kernel's header).
-static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
+// The wgmma kernel's tile for p (see ImplicitGemmFpropPlan::wg and the kernel's header);
+// raw: a position-major tile that reads the input in place (float32 as TF32; see
+// ImplicitGemmFpropPlan::wg_raw).
+static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw = false) {
   auto no = [&](std::string why) {
     plan.wg = false;
     plan.wg_reason = std::move(why);
@@ -297,6 +299,8 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   // second copies beside the first (workspace and each stage hold both).
   const int64_t copies = plan.split ? 2 : 1;
   const int64_t e = dtype_size(p.dtype), kc = 16 / e;
+  if (raw && (p.dtype != DType::kFloat32 || plan.split))
+    return no("the input is read in place only in float32 as TF32");
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
   const Dims q = phase0_positions(p);
   int64_t tmax[3], doff[3];
@@ -320,10 +324,20 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   // channels rounded up to 8, 16, 24 or 32. CONVT_WG_NC=64 asks for the channel-major
   // tile, CONVT_WG_NC=8|16|24|32|48 for that position-major one (split TF32: up to 32,
   // its running sums take the registers).
+  // Reading the input in place needs a position-major tile: nc = the group's channels
+  // rounded up to 8, 16, 24, 32, 48 or 64 (64 for wider groups, several channel tiles);
+  // CONVT_WG_NC picks one of those.
   int nc = 0;
   const int nc_env = wg_env_int("CONVT_WG_NC");
-  if (nc_env == 8 || nc_env == 16 || nc_env == 24 || nc_env == 32 ||
-      (nc_env == 48 && copies == 1)) {
+  if (raw) {
+    nc = 64;
+    for (int c : {8, 16, 24, 32, 48, 64})
+      if (nc_env == c || (nc_env <= 0 && cog <= c)) {
+        nc = c;
+        break;
+      }
+  } else if (nc_env == 8 || nc_env == 16 || nc_env == 24 || nc_env == 32 ||
+             (nc_env == 48 && copies == 1)) {
     nc = nc_env;
   } else if (nc_env != 64) {
     for (int c : {8, 16, 24, 32})
@@ -333,7 +347,8 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
       }
   }
   const int64_t cw = nc > 0 ? nc : wg::kM;
-  const int64_t cig_min = (cig + 2 * kc - 1) / (2 * kc) * (2 * kc);
+  // (Reading in place, K steps are at least 4 kc channels: see try_step.)
+  const int64_t cig_min = round_up(cig, (raw ? 4 : 2) * kc);
   // N and the box: the most valid outputs per computed position; of those within 1% of
   // the best, the largest N (fewer tiles). A row of q[2] outputs is cut into the fewest
   // column segments whose box (segment + W halo) fits N. Where the average phase's
@@ -348,15 +363,22 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
                        double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]) /
                        double(p.stride[0] * p.stride[1] * p.stride[2]);
   const int64_t extra_segs = k_avg >= 512 ? 16 : 0;
+  // Reading in place, a box row is the flattening width itself: the segment, its W halo and
+  // up to 3 columns in front (the raw box starts 16-byte aligned), rounded up to 4 columns.
+  const int64_t raw_lead = raw ? 3 : 0;
+  auto box_width = [&](int64_t wv) {
+    return raw ? round_up(wv + halo_w + raw_lead, 4) : wv + halo_w;
+  };
   auto layout = [&](int64_t n, int64_t* wv_out, int64_t* rows_out) {
-    const int64_t span = n - halo_w;
+    // (Reading in place: up to 3 more columns for the rounding to 4.)
+    const int64_t span = n - halo_w - 2 * raw_lead;
     if (span < 8) return 0.0;
     const int64_t seg_min = (q[2] + span - 1) / span;
     double best = 0;
     for (int64_t segs = seg_min; segs <= seg_min + extra_segs; ++segs) {
       const int64_t wv = (q[2] + segs - 1) / segs;
       if (wv < 8 && segs > seg_min) break;
-      const int64_t rows = std::min<int64_t>({n / (wv + halo_w), q[1], int64_t(wg::kMaxRows)});
+      const int64_t rows = std::min<int64_t>({n / box_width(wv), q[1], int64_t(wg::kMaxRows)});
       const int64_t row_groups = (q[1] + rows - 1) / rows;
       const int64_t col_segs = (q[2] + wv - 1) / wv;
       const double used = double(q[1] * q[2]) / double(row_groups * col_segs * n);
@@ -379,7 +401,9 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
       // (Split TF32 keeps a second set of accumulators, the running sum: at most 128
       // positions fit the registers.)
       if (nc == 0 && copies == 2 && n > 128) continue;
-      if (nc > 0 && n != 256) continue;  // (position-major tiles are built for 256)
+      // (Position-major tiles are built for 256 positions; reading in place, for 128 with
+      // 48 or 64 channels, whose accumulators take twice the registers.)
+      if (nc > 0 && n != (raw && nc > 32 ? 128 : 256)) continue;
       int64_t wv = 0, rows = 0;
       const double used = layout(n, &wv, &rows);
       if (used == 0) continue;
@@ -394,7 +418,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
     }
   }
   if (best_n == 0) return no("the W taps' input window leaves no tile");
-  const int64_t wbox = best_wv + halo_w;
+  const int64_t wbox_min = box_width(best_wv);
   // The K step: the widest channel block (box rows of 128, 64 or 32 bytes: wider rows
   // move faster through TMA) that pads the group's channels by at most 1/8 and leaves two
   // stages; with it, as many H taps as leave three stages, else as many as leave two (the
@@ -410,12 +434,28 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
     if (hb_env > 0 && hb != std::min<int64_t>(hb_env, tmax[1])) return false;
     const int64_t hbox = best_rows + (hb - 1) * doff[1];
     if (hbox > 256) return false;
+    // Reading in place: the box's channel plane (hbox x wbox floats) an odd multiple of 8
+    // where a few more columns make it so, for the A loads' banks (see the kernel).
+    int64_t wbox = wbox_min;
+    if (raw) {
+      for (int64_t wb = wbox_min; wb <= std::min<int64_t>(wbox_min + 28, 256); wb += 4) {
+        if (best_rows * wb > best_n) break;
+        if ((hbox * wb) % 32 == 8 || (hbox * wb) % 32 == 24) {
+          wbox = wb;
+          break;
+        }
+      }
+    }
     const int64_t box = hbox * wbox * bk * e;
     const int64_t wbytes = hb * tmax[2] * cw * bk * e;
     // Stage: box, [residual box at the next 1024 bytes (its swizzle)], weight tiles,
-    // [residual weight tiles].
+    // [residual weight tiles]. Reading in place: the raw box, then room for the A loads of
+    // the positions past the valid ones (up to N + 3 floats past the last channel's
+    // plane), then the weight tiles.
     const int64_t xs_off = copies == 2 ? (box + 1023) / 1024 * 1024 : 0;
-    const int64_t w_off = copies == 2 ? 2 * xs_off : box;
+    const int64_t w_off = copies == 2 ? 2 * xs_off
+                          : raw       ? round_up(box + (best_n + 4) * e, 128)
+                                      : box;
     const int64_t stage = (w_off + copies * wbytes + 1023) / 1024 * 1024;
     const int64_t stages = std::min<int64_t>(wg::kMaxStages, wg::kStageBudget / stage);
     if (stages < min_stages) return false;
@@ -428,6 +468,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
     plan.wg_xs_off = int(xs_off);
     plan.wg_w_off = int(w_off);
     plan.wg_ws_off = copies == 2 ? int(w_off + wbytes) : 0;
+    plan.wg_wbox = int(wbox);
     return true;
   };
   auto bk_allowed = [&](int64_t bk) {
@@ -436,7 +477,9 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   const int64_t bks[3] = {8 * kc, 4 * kc, 2 * kc};
   if (copies == 1) {
     for (int64_t bk : bks) {
-      if (!bk_allowed(bk)) continue;
+      // (Reading in place, a stage's MMA steps go in batches of 2 or 4: at least 2 MMA K
+      // steps per K step; kRawBatch.)
+      if (!bk_allowed(bk) || (raw && bk == 2 * kc)) continue;
       for (int min_stages : {3, 2})
         for (int64_t hb = tmax[1]; hb >= 1 && !found; --hb) found = try_step(bk, hb, min_stages);
       if (found) break;
@@ -456,8 +499,8 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   plan.wg_nc = nc;
   plan.wg_cw = int(cw);
   plan.wg_wv = int(best_wv);
-  plan.wg_wbox = int(best_wv + halo_w);
   plan.wg_rows = int(best_rows);
+  plan.wg_raw = raw;
   plan.wg_used = best_used;
   for (int d = 0; d < 3; ++d) plan.wg_tmax[d] = int(tmax[d]);
   plan.wg_cblocks = int((cig + plan.wg_bk - 1) / plan.wg_bk);
@@ -473,8 +516,13 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan) {
   plan.wg_tiles = tiles;
   const int64_t wbytes = copies * p.groups * co_tiles * phases * tmax[0] * plan.wg_cblocks *
                          tmax[1] * tmax[2] * cw * plan.wg_bk * e;
-  const int64_t xbytes = copies * p.batch * p.groups * chunks * 16 * p.input_size[0] *
-                         p.input_size[1] * p.input_size[2];
+  // The input copy (raw: room for the padded copy of an input a tensor map cannot read as
+  // it is, see wgmma_input_in_place).
+  const int64_t xbytes =
+      raw ? p.batch * p.in_channels * p.input_size[0] * p.input_size[1] *
+                round_up(p.input_size[2], kc) * e
+          : copies * p.batch * p.groups * chunks * 16 * p.input_size[0] * p.input_size[1] *
+                p.input_size[2];
   plan.wg_xt_offset = std::size_t(round_up(wbytes, 256));
   plan.wg_counter_offset = std::size_t(round_up(int64_t(plan.wg_xt_offset) + xbytes, 256));
   plan.wg = true;
@@ -584,6 +632,7 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
   if (opt.forward_kernel == ForwardKernel::kAuto ||
       opt.forward_kernel == ForwardKernel::kImplicitGemmWgmma) {
     const std::size_t mma_workspace = plan.workspace_bytes;
+    const ImplicitGemmFpropPlan before_wgmma = plan;
     bool upsampled = false;
     if (p.stride[2] > 1) {
       const char* env = std::getenv("CONVT_WG_WUP");
@@ -599,6 +648,16 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
       }
     }
     if (!upsampled) plan_wgmma_tile(p, plan);
+    // The input read in place (float32 as TF32; ImplicitGemmFpropPlan::wg_raw) runs only
+    // where CONVT_WG_RAW=1 asks for it (wherever it can run). Measured on an H200
+    // (docs/kernels.md), it lost to the wgmma kernel with its input copy on most of the
+    // suite (kb57 0.92x, kb68 0.40x, kb58 0.74x: its A loads from the raw box are bound by
+    // their latency), and against the TMA kernel it won on kb71 (0.98 -> 0.75 ms) and a
+    // 3-D 64 -> 32 layer with stride 2 (1.22x) but not reliably elsewhere (kb73 0.84-0.96x,
+    // kb78 0.90-1.05x between sessions), so the dispatch does not take it on its own.
+    const char* raw_env_s = std::getenv("CONVT_WG_RAW");
+    const int raw_env = raw_env_s != nullptr && *raw_env_s != '\0' ? std::atoi(raw_env_s) : -1;
+    const bool raw_ok = !upsampled && p.dtype == DType::kFloat32 && !plan.split && raw_env != 0;
     if (plan.wg && !upsampled && opt.forward_kernel == ForwardKernel::kAuto) {
       const double k_avg = double(cig) * double(p.kernel_size[0] * p.kernel_size[1] *
                                                 p.kernel_size[2]) / double(phases);
@@ -613,6 +672,11 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
                                          " per phase on average and ", cog,
                                          " output channels per group: the TMA kernel is faster");
       }
+    }
+    if (raw_ok && raw_env == 1) {
+      ImplicitGemmFpropPlan r = before_wgmma;
+      plan_wgmma_tile(p, r, true);
+      if (r.wg) plan = r;
     }
   } else {
     plan.wg_reason = "another kernel requested";
@@ -741,6 +805,21 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
   return plan;
 }
 
+bool wgmma_input_in_place(const Problem& p, const TensorRef& x) {
+  // (Strides of dimensions of size 1 do not matter: make_raw_tensor_map replaces them.)
+  const int64_t e = dtype_size(p.dtype);
+  const auto aligned = [&](int64_t stride) { return (stride * e) % 16 == 0; };
+  if (reinterpret_cast<uintptr_t>(x.data) % 16 != 0) return false;
+  if (p.input_size[2] > 1 && x.strides[4] != 1) return false;
+  if ((p.input_size[1] > 1 && !aligned(x.strides[3])) ||
+      (p.input_size[0] > 1 && !aligned(x.strides[2])) ||
+      (p.in_channels_per_group() > 1 && !aligned(x.strides[1])))
+    return false;
+  if (p.batch == 1) return true;
+  return p.groups == 1 ? aligned(x.strides[0])
+                       : x.strides[0] == p.groups * p.in_channels_per_group() * x.strides[1];
+}
+
 namespace {
 
 // Whether the TMA kernel runs (plan, problem, input) on `device`; fills `map` when it does
@@ -832,7 +911,39 @@ void make_xt_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, con
                                 int(r), ")"));
 }
 
-std::string describe_wgmma(const ImplicitGemmFpropPlan& plan) {
+// The tensor map over the input (strides x_str in elements; see wgmma_input_in_place) for the
+// raw boxes of the wgmma kernel reading it in place: dims (W, H, D, channels of a group,
+// N * G), box (wbox, hbox, 1, bk, 1), unswizzled, zeros out of bounds (padding, and the
+// channels past the group's in its last channel block).
+void make_raw_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,
+                         const void* x, const int64_t* x_str) {
+  const int64_t e = dtype_size(p.dtype);
+  const int64_t cig = p.in_channels_per_group();
+  const cuuint64_t dims[5] = {cuuint64_t(p.input_size[2]), cuuint64_t(p.input_size[1]),
+                              cuuint64_t(p.input_size[0]), cuuint64_t(cig),
+                              cuuint64_t(p.batch * p.groups)};
+  // (Dimensions of size 1 get the strides of a dense tensor: only coordinate 0 is read.)
+  const int64_t sh = p.input_size[1] > 1 ? x_str[3] * e : round_up(p.input_size[2] * e, 16);
+  const int64_t sd = p.input_size[0] > 1 ? x_str[2] * e : sh * p.input_size[1];
+  const int64_t sc = cig > 1 ? x_str[1] * e : sd * p.input_size[0];
+  const int64_t sng = p.groups > 1 ? cig * sc : p.batch > 1 ? x_str[0] * e : cig * sc;
+  const cuuint64_t gstrides[4] = {cuuint64_t(sh), cuuint64_t(sd), cuuint64_t(sc),
+                                  cuuint64_t(sng)};
+  const cuuint32_t box[5] = {cuuint32_t(plan.wg_wbox), cuuint32_t(plan.wg_hbox), 1,
+                             cuuint32_t(plan.wg_bk), 1};
+  const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
+  const CUresult r = encode_tiled_fn()(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 5,
+                                       const_cast<void*>(x), dims, gstrides, box, estr,
+                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error(detail::str_cat("convt: cuTensorMapEncodeTiled rejected the wgmma input (",
+                                int(r), ")"));
+}
+
+std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                           const TensorRef& x) {
   return detail::str_cat(
       "implicit-GEMM wgmma persistent", plan.split ? " 3xTF32" : "", ", tile ",
       plan.wg_nc > 0 ? detail::str_cat(plan.wg_n, " positions x ", plan.wg_nc, " channels (")
@@ -844,6 +955,9 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan) {
       plan.wg_wup > 1 ? detail::str_cat(", zeros inserted along W (stride ", plan.wg_wup,
                                         " run as 1)")
                       : std::string(),
+      !plan.wg_raw                  ? ""
+      : wgmma_input_in_place(p, x) ? ", input read in place (A from registers)"
+                                    : ", input padded, then read in place (A from registers)",
       ", workspace ", plan.workspace_bytes, " B");
 }
 
@@ -856,7 +970,7 @@ std::string describe_fallback(const ImplicitGemmFpropPlan& plan, const std::stri
 std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                          const TensorRef& x, int device) {
   if (!plan.usable) return plan.describe();
-  if (plan.wg && wgmma_supported(device)) return describe_wgmma(plan);
+  if (plan.wg && wgmma_supported(device)) return describe_wgmma(plan, p, x);
   alignas(64) CUtensorMap map;
   std::string why;
   if (choose_tma(plan, p, x, device, &map, &why)) return describe_tma(plan, p);
@@ -883,7 +997,13 @@ std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Pro
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   if (plan.wg && wgmma_supported(device)) {
     const Problem pw = wgmma_problem(plan, p);
-    const WgmmaMapFn encode = [&](CUtensorMap* m, void* xt) { make_xt_tensor_map(m, plan, pw, xt); };
+    const WgmmaMapFn encode = [&](CUtensorMap* m, const void* data, const int64_t* str) {
+      if (str == nullptr) {
+        make_xt_tensor_map(m, plan, pw, const_cast<void*>(data));
+      } else {
+        make_raw_tensor_map(m, plan, pw, data, str);
+      }
+    };
     switch (p.dtype) {
       case DType::kFloat32:
         if (plan.split) {
@@ -900,7 +1020,7 @@ std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Pro
         break;
       default: throw Error("convt: implicit-GEMM forward called for an unsupported dtype");
     }
-    return describe ? describe_wgmma(plan) : std::string();
+    return describe ? describe_wgmma(plan, p, x) : std::string();
   }
   alignas(64) CUtensorMap map;
   std::string why;

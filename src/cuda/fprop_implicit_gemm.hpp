@@ -54,6 +54,11 @@ struct ImplicitGemmFpropPlan {
   // multiplies the MMAs by the stride; the planner takes it where the problem stays
   // memory-bound with them (see plan_implicit_gemm_fprop).
   int wg_wup = 1;
+  // The input read in place (float32 as TF32, position-major tiles): the producer loads raw
+  // boxes of x through a tensor map and the consumers load wgmma's A operand from them into
+  // registers; no input copy (only where x's layout does not suit a tensor map, a padded
+  // one: wgmma_input_in_place). wg_wbox is then the flattening width, a multiple of 4.
+  bool wg_raw = false;
   std::string describe() const;
 };
 
@@ -90,6 +95,12 @@ std::size_t wgmma_max_shared_bytes();
 // Where the TMA kernel's wgmma weight packing puts element i of a tile of `bn` columns:
 // its channel within the tile (`c`) and its column (`n`); see tma::wgmma_b_element.
 void tma_wgmma_b_element(int i, int bn, int elem_bytes, int* c, int* n);
+
+// Whether the wgmma kernel reading the input in place (plan.wg_raw) reads x itself through a
+// tensor map: dims (W, H, D, channels of a group, N * G), W contiguous, the other strides and
+// the address multiples of 16 bytes, groups tiling the batch stride. Else it first copies x
+// into the workspace, contiguous with W padded to 16 bytes.
+bool wgmma_input_in_place(const Problem& p, const TensorRef& x);
 
 // Whether (and how) the implicit-GEMM kernel runs this canonical problem.
 ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptions& opt);

@@ -273,11 +273,11 @@ void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
 // The persistent wgmma kernel (convt/cuda/implicit_gemm_fprop_wgmma_sm90.cuh)
 // ---------------------------------------------------------------------------------------
 
-template <typename T, int N, bool kSplit, int NC = 0>
+template <typename T, int N, bool kSplit, int NC = 0, bool kRaw = false>
 void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
                     cudaStream_t stream, int device) {
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem(wg::fprop_wgmma_kernel<T, N, kSplit, NC>, wg::kBlockSmem, device, smem_set);
+  allow_smem(wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw>, wg::kBlockSmem, device, smem_set);
   // Persistent: as many blocks as are resident at once, at most one per tile.
   static std::atomic<int> cached_sms{0};
   int sms = cached_sms.load(std::memory_order_relaxed);
@@ -288,10 +288,10 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
   }
   int per_sm = 0;
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                 &per_sm, wg::fprop_wgmma_kernel<T, N, kSplit, NC>, wg::kThreads, smem),
+                 &per_sm, wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw>, wg::kThreads, smem),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   const int64_t blocks = std::min<int64_t>(fp.tiles, int64_t(sms) * std::max(per_sm, 1));
-  wg::fprop_wgmma_kernel<T, N, kSplit, NC>
+  wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw>
       <<<static_cast<unsigned>(blocks), wg::kThreads, smem, stream>>>(map, fp);
   check_cuda(cudaGetLastError(), "implicit-GEMM (wgmma) forward launch");
 }
@@ -319,9 +319,11 @@ void launch_wgmma_pos(const wg::Params& fp, const CUtensorMap& map, std::size_t 
   }
 }
 
-namespace fprop_detail {
-
-}  // namespace fprop_detail
+// The wgmma kernel reading the input in place (float32 as TF32, position-major tiles of 256
+// positions x 8..32 channels, or 128 x 48 or 64), in a translation unit of its own
+// (fprop_launch_tf32_raw.cu).
+void launch_wgmma_raw(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
+                      cudaStream_t stream, int device, int nc);
 
 // The plan's wgmma launch: packs the weight and copies the input into the workspace (see
 // wgmma_workspace), then runs the kernel on the tensor map `encode` makes of the copy.
@@ -366,50 +368,73 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   wg::pack_weight_wgmma_kernel<T><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
   check_cuda(cudaGetLastError(), "pack_weight_wgmma_kernel launch");
 
-  wg::TransposeParams tp{};
-  tp.x = x.data;
-  tp.xt = xt;
-  for (int d = 0; d < 5; ++d) tp.x_str[d] = x.strides[d];
-  tp.batch = int(p.batch);
-  tp.groups = int(p.groups);
-  tp.cig = int(cig);
-  tp.cblocks = plan.wg_cblocks;
-  tp.bk = plan.wg_bk;
-  // With zeros inserted along W (plan.wg_wup > 1), p is the problem the kernel runs: the
-  // input's W there is (W - 1) * wup + 1 and its W stride 1.
-  for (int d = 0; d < 3; ++d) tp.in[d] = int(p.input_size[d]);
-  tp.wup = plan.wg_wup;
-  tp.wout = tp.in[2];
-  tp.in[2] = (tp.wout - 1) / tp.wup + 1;
-  tp.split = kSplit ? 1 : 0;
-  tp.nonfinite = counter + 1;
-  tp.small_off = int64_t(tp.batch) * tp.groups * tp.cblocks * (tp.bk / wg::Kc<T>::value) *
-                 tp.in[0] * tp.in[1] * tp.wout;
-  if (tp.x_str[4] == 1) {
-    // Rows of the input contiguous: the tiled copy, with 16-byte loads where every row
-    // starts 16-byte aligned and holds whole 16-byte chunks.
-    constexpr int kc = wg::Kc<T>::value;
-    bool vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && tp.in[2] % kc == 0;
-    for (int d = 0; d < 4; ++d) vec = vec && tp.x_str[d] % kc == 0;
-    const int64_t tiles = int64_t(tp.batch) * tp.groups * tp.cblocks * tp.in[0] * tp.in[1] *
-                          ((tp.in[2] + wg::kTransposeW - 1) / wg::kTransposeW);
-    const unsigned tblocks = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t(1) << 20));
-    if (vec) {
-      wg::transpose_input_tiled_kernel<T, true><<<tblocks, 256, 0, opt.stream>>>(tp);
+  alignas(64) CUtensorMap map;
+  if (plan.wg_raw) {
+    // The kernel reads x itself where a tensor map can (wgmma_input_in_place); else x is
+    // first copied into the workspace as a contiguous tensor with W padded to 16 bytes.
+    if (wgmma_input_in_place(p, x)) {
+      encode(&map, x.data, x.strides.data());
     } else {
-      wg::transpose_input_tiled_kernel<T, false><<<tblocks, 256, 0, opt.stream>>>(tp);
+      constexpr int kc = wg::Kc<T>::value;
+      wg::PadParams pp{};
+      pp.x = x.data;
+      pp.xp = xt;
+      for (int d = 0; d < 5; ++d) pp.x_str[d] = x.strides[d];
+      pp.n = p.batch;
+      pp.c = p.in_channels;
+      for (int d = 0; d < 3; ++d) pp.in[d] = int(p.input_size[d]);
+      pp.wp = int((p.input_size[2] + kc - 1) / kc * kc);
+      const int64_t total = pp.n * pp.c * pp.in[0] * pp.in[1] * pp.in[2];
+      const int64_t blocks = std::min<int64_t>((total + 255) / 256, int64_t(1) << 20);
+      wg::pad_input_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, opt.stream>>>(pp);
+      check_cuda(cudaGetLastError(), "pad_input_kernel launch");
+      const int64_t plane = int64_t(pp.wp) * pp.in[1];
+      const int64_t str[5] = {pp.c * pp.in[0] * plane, pp.in[0] * plane, plane, pp.wp, 1};
+      encode(&map, xt, str);
     }
   } else {
-    const int64_t vecs = int64_t(tp.batch) * tp.groups * tp.cblocks *
-                         (tp.bk / wg::Kc<T>::value) * tp.in[0] * tp.in[1] * tp.wout;
-    const int64_t tblocks = std::min<int64_t>((vecs + 255) / 256, int64_t(1) << 20);
-    wg::transpose_input_kernel<T><<<static_cast<unsigned>(tblocks), 256, 0, opt.stream>>>(tp);
+    wg::TransposeParams tp{};
+    tp.x = x.data;
+    tp.xt = xt;
+    for (int d = 0; d < 5; ++d) tp.x_str[d] = x.strides[d];
+    tp.batch = int(p.batch);
+    tp.groups = int(p.groups);
+    tp.cig = int(cig);
+    tp.cblocks = plan.wg_cblocks;
+    tp.bk = plan.wg_bk;
+    // With zeros inserted along W (plan.wg_wup > 1), p is the problem the kernel runs: the
+    // input's W there is (W - 1) * wup + 1 and its W stride 1.
+    for (int d = 0; d < 3; ++d) tp.in[d] = int(p.input_size[d]);
+    tp.wup = plan.wg_wup;
+    tp.wout = tp.in[2];
+    tp.in[2] = (tp.wout - 1) / tp.wup + 1;
+    tp.split = kSplit ? 1 : 0;
+    tp.nonfinite = counter + 1;
+    tp.small_off = int64_t(tp.batch) * tp.groups * tp.cblocks * (tp.bk / wg::Kc<T>::value) *
+                   tp.in[0] * tp.in[1] * tp.wout;
+    if (tp.x_str[4] == 1) {
+      // Rows of the input contiguous: the tiled copy, with 16-byte loads where every row
+      // starts 16-byte aligned and holds whole 16-byte chunks.
+      constexpr int kc = wg::Kc<T>::value;
+      bool vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && tp.in[2] % kc == 0;
+      for (int d = 0; d < 4; ++d) vec = vec && tp.x_str[d] % kc == 0;
+      const int64_t tiles = int64_t(tp.batch) * tp.groups * tp.cblocks * tp.in[0] * tp.in[1] *
+                            ((tp.in[2] + wg::kTransposeW - 1) / wg::kTransposeW);
+      const unsigned tblocks = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t(1) << 20));
+      if (vec) {
+        wg::transpose_input_tiled_kernel<T, true><<<tblocks, 256, 0, opt.stream>>>(tp);
+      } else {
+        wg::transpose_input_tiled_kernel<T, false><<<tblocks, 256, 0, opt.stream>>>(tp);
+      }
+    } else {
+      const int64_t vecs = int64_t(tp.batch) * tp.groups * tp.cblocks *
+                           (tp.bk / wg::Kc<T>::value) * tp.in[0] * tp.in[1] * tp.wout;
+      const int64_t tblocks = std::min<int64_t>((vecs + 255) / 256, int64_t(1) << 20);
+      wg::transpose_input_kernel<T><<<static_cast<unsigned>(tblocks), 256, 0, opt.stream>>>(tp);
+    }
+    check_cuda(cudaGetLastError(), "transpose_input_kernel launch");
+    encode(&map, xt, nullptr);
   }
-  check_cuda(cudaGetLastError(), "transpose_input_kernel launch");
-
-
-  alignas(64) CUtensorMap map;
-  encode(&map, xt);
 
   wg::Params fp{};
   fp.wp = wp;
@@ -458,7 +483,13 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.split_ngc = fp.batch * fp.groups * fp.cblocks;
   fp.w_small = packed * int64_t(sizeof(T));
   const std::size_t smem = wgmma_shared_bytes(plan);
-  if (plan.wg_nc > 0) {
+  if (plan.wg_raw) {
+    if constexpr (std::is_same<T, float>::value && !kSplit) {
+      launch_wgmma_raw(fp, map, smem, opt.stream, device, plan.wg_nc);
+    } else {
+      CONVT_CHECK(false, "convt: the wgmma kernel reads the input in place in TF32 only");
+    }
+  } else if (plan.wg_nc > 0) {
     CONVT_CHECK(plan.wg_n == 256, "convt: wgmma position-major tile of ", plan.wg_n,
                 " positions");
     launch_wgmma_pos<T, kSplit>(fp, map, smem, opt.stream, device, plan.wg_nc);

@@ -33,11 +33,14 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
                       const TensorRef& w, const TensorRef* b, const TensorRef& y,
                       const ExecOptions& opt);
 
-// Makes the tensor map of the wgmma kernel's input copy at `xt` (see launch_fprop_wgmma).
-using WgmmaMapFn = std::function<void(CUtensorMap*, void*)>;
+// Makes the tensor map of the wgmma kernel's input (see launch_fprop_wgmma): strides null,
+// the blocked copy at `data`; else, for the kernel reading the input in place, the
+// (N, C, D, H, W) input at `data` with element strides `strides`.
+using WgmmaMapFn = std::function<void(CUtensorMap*, const void*, const int64_t*)>;
 
 // The persistent wgmma kernel (sm_90a): packs the weight and copies the input into the
-// workspace, then runs it with the plan's tile (kSplit: float as split TF32).
+// workspace (reading the input in place, plan.wg_raw: only an input a tensor map cannot
+// read as it is, padded), then runs it with the plan's tile (kSplit: float as split TF32).
 template <typename T, bool kSplit>
 void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
                         const TensorRef& w, const TensorRef* b, const TensorRef& y,

@@ -851,6 +851,58 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaUpsampled,
                                           quick_mode() ? 2 : 1),
                          tma_case_name);
 
+// The input read in place (CONVT_WG_RAW=1 asks for it wherever it can run: float32 as TF32,
+// A from registers) on every wgmma case: position-major tiles of 8 to 64 channels (several
+// channel tiles past 64), inputs a tensor map reads as they are (W a multiple of 4 floats)
+// and the others, padded first (channels_last, W of 38, 62, 298, 517, ...), strides and
+// tap-less phases, groups, padding that starts boxes left of the input. Other precisions
+// run as before, and so do problems with zeros inserted along W. Where the W halo is too
+// wide for its tile, or the group has fewer than 16 input channels, the copying kernel
+// runs, which CudaWgmmaRaw.MostCasesReadTheInputInPlace keeps rare.
+class CudaWgmmaRaw : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaRaw, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const Case& c = wgmma_case_list()[static_cast<size_t>(GetParam())];
+  const ScopedEnv env("CONVT_WG_RAW", "1");
+  check_wgmma_case(c, 9973u * uint64_t(GetParam()) + 11,
+                   [](const Precision& precision, bool split, const std::string& what) {
+                     const bool tf32 = precision.dtype == DType::kFloat32 && !split;
+                     if (!tf32)
+                       EXPECT_EQ(what.find("read in place"), std::string::npos)
+                           << precision.name << ": " << what;
+                   });
+}
+
+TEST(CudaWgmmaRaw, MostCasesReadTheInputInPlace) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const ScopedEnv env("CONVT_WG_RAW", "1");
+  int raw = 0, padded = 0, total = 0;
+  for (const Case& c : wgmma_case_list()) {
+    Problem p = c.problem;
+    p.dtype = DType::kFloat32;
+    ExecOptions opt;
+    opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+    HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, c.layout);
+    DeviceTensor gx(x, nullptr);
+    const std::string what = convt::describe_forward(p, gx.ref, opt);
+    if (what.find("zeros inserted along W") != std::string::npos) continue;  // (not with those)
+    ++total;
+    if (what.find("input read in place") != std::string::npos) ++raw;
+    if (what.find("input padded, then read in place") != std::string::npos) ++padded;
+  }
+  EXPECT_GE((raw + padded) * 10, total * 8) << raw << " + " << padded << " of " << total;
+  EXPECT_GE(raw, 10);
+  EXPECT_GE(padded, 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaRaw,
+                         ::testing::Range(0, static_cast<int>(wgmma_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         tma_case_name);
+
 // Layouts a tensor map cannot describe run the mma.sync kernels instead of the TMA kernel
 // asked for, and say so. (Under the default dispatch some of these run the wgmma kernel,
 // whose input copy reads any layout.)

@@ -422,6 +422,7 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
       const bool strided = p.stride[0] * p.stride[1] * p.stride[2] > 1;
       want = (k >= (strided ? 384 : 128) && cog >= 48) || k >= 1024 || cog <= 16;
     }
+    EXPECT_FALSE(plan.wg_raw);  // (only where CONVT_WG_RAW=1 asks for it)
     EXPECT_EQ(plan.wg, want) << "K " << k << ", " << cog << " output channels per group";
     if (plan.wg) {
       ++taken;
@@ -473,6 +474,80 @@ TEST(CudaPlanner, ZerosAlongWRunTheStridedProblemAsUnstrided) {
   });
   unsetenv("CONVT_WG_WUP");
   EXPECT_GT(plans, 100);
+}
+
+// The input read in place (CONVT_WG_RAW=1 asks for it wherever it can run: float32 as TF32,
+// without zeros along W): position-major tiles of the group's channels rounded up to 8, 16,
+// 24, 32, 48 or 64 (64 for wider groups), 256 positions up to 32 channels and 128 above;
+// box rows a multiple of 4 floats (TMA boxes start at a multiple of 16 bytes) that hold the
+// segment, its W halo (from brute_force_w_taps) and a lead of up to 3 columns; K steps of
+// 16 or 32 channels (2 or 4 MMA K steps, the kernel's batches); and every A load of the kernel, up
+// to N - 1 positions past the box's first plus the lead plus the largest tap shift, in
+// every channel of the box, inside the stage before its weight tiles. Most channel planes
+// are an odd multiple of 8 floats (conflict-free loads), and most TF32 plans read in place
+// (the others' W halos are too wide for 128 positions, or leave no two stages). Elsewhere no plan reads in
+// place, and CONVT_WG_RAW=0 turns it off.
+TEST(CudaPlanner, InputReadInPlaceStaysWithinItsStage) {
+  int plans = 0, tf32_plans = 0, conflict_free = 0;
+  setenv("CONVT_WG_RAW", "1", 1);
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode math,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg) return;
+    const bool tf32 = p.dtype == DType::kFloat32 && math == MathMode::kAllowTF32;
+    if (!tf32 || plan.wg_wup > 1) {
+      EXPECT_FALSE(plan.wg_raw);
+      return;
+    }
+    ++tf32_plans;
+    if (!plan.wg_raw) return;  // (W halos too wide for the tile, or no two stages)
+    ++plans;
+    const int64_t cog = p.out_channels_per_group();
+    int64_t nc = 64;
+    for (int64_t c : {8, 16, 24, 32, 48, 64})
+      if (cog <= c) {
+        nc = c;
+        break;
+      }
+    EXPECT_EQ(plan.wg_nc, nc);
+    EXPECT_EQ(plan.wg_cw, nc);
+    EXPECT_EQ(plan.wg_n, nc > 32 ? 128 : 256);
+    // (MMA K steps per K step: 2 or 4, the kernel's batches.)
+    EXPECT_TRUE(plan.wg_bk == 32 || plan.wg_bk == 16) << plan.wg_bk;
+    const WTaps w = brute_force_w_taps(p.stride[2], p.padding[2], p.dilation[2],
+                                       p.kernel_size[2]);
+    const WTaps h = brute_force_w_taps(p.stride[1], p.padding[1], p.dilation[1],
+                                       p.kernel_size[1]);
+    const int64_t halo_w = (w.max_count - 1) * w.doff;
+    EXPECT_EQ(plan.wg_wbox % 4, 0);
+    EXPECT_LE(plan.wg_wbox, 256);
+    EXPECT_GE(plan.wg_wbox, plan.wg_wv + halo_w + 3);
+    EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
+    EXPECT_EQ(plan.wg_hbox, plan.wg_rows + (plan.wg_hb - 1) * h.doff);
+    const int64_t plane = int64_t(plan.wg_hbox) * plan.wg_wbox;  // floats
+    EXPECT_EQ(plan.wg_box_bytes, plane * plan.wg_bk * 4);
+    const int64_t max_shift = (plan.wg_hb - 1) * h.doff * plan.wg_wbox + halo_w;
+    const int64_t last_read = (plan.wg_bk - 1) * plane + (plan.wg_n - 1) + 3 + max_shift;
+    EXPECT_LE((last_read + 1) * 4, plan.wg_w_off);
+    EXPECT_EQ(plan.wg_w_off % 128, 0);
+    const int64_t wtiles = int64_t(plan.wg_hb) * plan.wg_tmax[2] * nc * plan.wg_bk * 4;
+    EXPECT_GE(plan.wg_stage_bytes, plan.wg_w_off + wtiles);
+    EXPECT_EQ(plan.wg_stage_bytes % 1024, 0);
+    EXPECT_GE(plan.wg_stages, 2);
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+    if (plane % 32 == 8 || plane % 32 == 24) ++conflict_free;
+    // Room for the padded copy of an input a tensor map cannot read.
+    const int64_t padded = p.batch * p.in_channels * p.input_size[0] * p.input_size[1] *
+                           ((p.input_size[2] + 3) / 4 * 4) * 4;
+    EXPECT_GE(int64_t(plan.wg_counter_offset) - int64_t(plan.wg_xt_offset), padded);
+  });
+  setenv("CONVT_WG_RAW", "0", 1);
+  for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem&, MathMode, const Plan& plan) {
+    EXPECT_FALSE(plan.wg_raw);
+  });
+  unsetenv("CONVT_WG_RAW");
+  EXPECT_GT(plans, 50);
+  EXPECT_GT(plans * 10, tf32_plans * 7) << plans << " of " << tf32_plans;
+  EXPECT_GT(conflict_free * 2, plans);
 }
 
 }  // namespace

@@ -36,6 +36,22 @@
 //     columns plus their H and W halos; columns past wv and rows past R are computed and
 //     dropped (the planner picks N, R and wbox to waste little).
 //
+// Float32 as TF32 on position-major tiles may instead read the input in place (template
+// argument kRaw; ImplicitGemmFpropPlan::wg_raw): no copy, the producer loads the raw box
+// [bk channels][hbox rows][wbox columns] of x itself (a tensor map over x with W innermost,
+// dims W, H, D, channels of a group, N * G, zeros past its edges and past the group's
+// channels; the box starts at the 16-byte-aligned column at or before its first, wsh
+// columns early), and the consumers load wgmma's A operand into registers from it: A is
+// K-major only in registers, where any position shift is an address offset. Thread (warp
+// w, lane 4g + t) loads, per m64 block i and MMA K step ks, the positions 64 i + 16 w + g
+// and + 8 of channels 8 ks + t and + 4, scalar loads that hit 32 distinct banks where the
+// box's channel plane (hbox * wbox floats) is an odd multiple of 8 (the planner pads wbox
+// for it), rounded to TF32 there. wbox is then the flattening width itself (a multiple of
+// 4), positions are box row n / wbox, column n % wbox - wsh, and the weight tile is wgmma's
+// B operand as before. wgmma reads A registers asynchronously: the MMA steps go in batches
+// (one wgmma fence each) whose A lives in one of two register sets, alternating, each batch
+// waiting for the one before the last.
+//
 // Memory-bound problems with a W stride s may run as W stride 1 over a copy with zeros
 // inserted along W (TransposeParams::wup: input column w at copy column w * s), so that
 // each tile stores whole output rows rather than every s-th column (see
@@ -123,6 +139,8 @@ struct StageHeader {
   // and columns; y offset of (row r, column 0) and between columns.
   int co0, co_valid, rows, cols;
   int steps;    // K steps of the tile (valid with kFirst)
+  int wsh;      // kRaw: box column 0's column in the raw box (TMA boxes start at a multiple
+                // of 16 bytes along W)
   int64_t col_step;
   int64_t base[kMaxRows];
 };
@@ -323,6 +341,36 @@ __global__ void __launch_bounds__(256) transpose_input_tiled_kernel(TransposePar
       store_xt<T>(xt, (row + wo0 + wl) * subs + sub, v, p);
     }
     __syncthreads();
+  }
+}
+
+// For the kernel reading the input in place: where a tensor map cannot read the input as it
+// is (its W stride is not 1, or its other strides or its address are not multiples of 16
+// bytes, or groups do not tile its batch stride), it is first copied into the workspace as
+// a contiguous (N, C, D, H, wp) tensor, wp = W rounded up to 16 bytes (the columns past W
+// are never read: the tensor map's W is W).
+struct PadParams {
+  const void* x;  // (N, C, D, H, W), strides x_str
+  void* xp;       // (N, C, D, H, wp), contiguous
+  int64_t x_str[5];
+  int64_t n, c;
+  int in[3], wp;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(256) pad_input_kernel(PadParams p) {
+  const T* x = static_cast<const T*>(p.x);
+  T* xp = static_cast<T*>(p.xp);
+  const int64_t total = p.n * p.c * p.in[0] * p.in[1] * p.in[2];
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int w = int(i % p.in[2]);
+    int64_t r = i / p.in[2];
+    const int h = int(r % p.in[1]); r /= p.in[1];
+    const int d = int(r % p.in[0]); r /= p.in[0];
+    const int64_t c = r % p.c, n = r / p.c;
+    xp[((r * p.in[0] + d) * p.in[1] + h) * p.wp + w] =
+        x[n * p.x_str[0] + c * p.x_str[1] + d * p.x_str[2] + h * p.x_str[3] + w * p.x_str[4]];
   }
 }
 
@@ -527,15 +575,111 @@ __device__ __forceinline__ void store_two_positions(T* y, const float* staged, i
   }
 }
 
+// After a wgmma wait: the accumulators count as written here, so that the compiler moves
+// no read of them (the epilogue's, or a copy to local memory) above the wait. (wgmma
+// writes them asynchronously; to the compiler the asm statement that issued it wrote
+// them.)
+template <int MB, int NA2>
+__device__ __forceinline__ void fence_accumulators(float (&acc)[MB][NA2]) {
+#pragma unroll
+  for (int i = 0; i < MB; ++i)
+#pragma unroll
+    for (int j = 0; j < NA2; ++j) asm volatile("" : "+f"(acc[i][j])::"memory");
+}
+
+// kRaw: MMA steps per wgmma fence (and register set), each batch's A loads overlapping the
+// last batch's MMAs. One: batches of two steps were slower (H200, TF32: kb57 4.31 -> 4.77
+// ms, kb71 0.75 -> 0.89 ms), the kernel being bound by the latency of its loads, not by
+// the fences. (A larger B needs a stage's MMA steps to be a whole number of batches: a
+// batch cut short needs its wgmma behind a test, and ptxas puts a fence before each such
+// wgmma, C7519.)
+template <int MB>
+constexpr int kRawBatch = 1;
+
+// kRaw: a batch of B MMA steps (an (H tap, W tap, MMA K step) each). For step u at shift sh_u and MMA K step ks_u thread (warp w, lane
+// 4g + t) loads A[64 i + 16 w + 8 h + g][t + 4 j] = channel 8 ks_u + t + 4 j of box
+// position 64 i + 16 w + 8 h + g + sh_u into a[u][i][2j + h] (TF32 rounded), then the
+// batch's wgmma run against the weight tiles (one fence for the batch). The caller has
+// waited for the wgmma that last read `a`.
+template <int NC, int MB, int B>
+__device__ __forceinline__ void raw_batch(float (&acc)[MB][NC / 2], uint32_t (&a)[B][MB][4],
+                                          const float* base, int plane, uint32_t& wt, int& i, int& jw, int& ks, int hcnt, int cw,
+                                          int ksteps, int shift_h, int doff_w, int& accumulate) {
+  using namespace tma;
+  uint64_t db[B];
+#pragma unroll
+  for (int u = 0; u < B; ++u) {
+    const float* src = base + (hcnt - 1 - i) * shift_h + (cw - 1 - jw) * doff_w + 8 * ks * plane;
+#pragma unroll
+    for (int m = 0; m < MB; ++m) {
+      a[u][m][0] = to_tf32(src[64 * m]);
+      a[u][m][1] = to_tf32(src[64 * m + 8]);
+      a[u][m][2] = to_tf32(src[64 * m + 4 * plane]);
+      a[u][m][3] = to_tf32(src[64 * m + 4 * plane + 8]);
+    }
+    db[u] = wgmma_desc(wt);
+    wt += NC * 32;
+    if (++ks == ksteps) {
+      ks = 0;
+      if (++jw == cw) {
+        jw = 0;
+        ++i;
+      }
+    }
+  }
+  wgmma_fence();
+#pragma unroll
+  for (int u = 0; u < B; ++u) {
+#pragma unroll
+    for (int m = 0; m < MB; ++m) WgmmaRS<float, NC>::run(acc[m], a[u][m], db[u], accumulate);
+    accumulate = 1;
+  }
+  wgmma_commit();
+}
+
+// kRaw: a stage's MMA steps (count = hcnt * cw * ksteps) in batches whose A registers
+// alternate between two sets (a0, a1; `odd`: the set the next batch takes, carried across
+// stages): each batch first waits (wait_group 1) for the one before the last, the previous
+// user of its set, so that its loads overlap the last batch's MMAs. raw: the stage's raw box
+// at the tile's column 0 (wsh applied); plane: floats between its channels; wts: the weight
+// tiles.
+template <int NC, int MB, int B>
+__device__ __forceinline__ void raw_steps(float (&acc)[MB][NC / 2], uint32_t (&a0)[B][MB][4],
+                                          uint32_t (&a1)[B][MB][4], int& odd, const float* raw,
+                                          int plane, uint32_t wts, int hcnt, int cw, int ksteps,
+                                          int shift_h, int doff_w, int warp, int g8, int t4,
+                                          int& accumulate) {
+  using namespace tma;
+  const float* base = raw + t4 * plane + 16 * warp + g8;
+  const int count = hcnt * cw * ksteps;
+  int i = 0, jw = 0, ks = 0;
+  uint32_t wt = wts;
+  for (int it = 0; it < count; it += B) {
+    wgmma_wait<1>();
+    if (odd) {
+      raw_batch<NC, MB, B>(acc, a1, base, plane, wt, i, jw, ks, hcnt, cw, ksteps, shift_h,
+                           doff_w, accumulate);
+    } else {
+      raw_batch<NC, MB, B>(acc, a0, base, plane, wt, i, jw, ks, hcnt, cw, ksteps, shift_h,
+                           doff_w, accumulate);
+    }
+    odd ^= 1;
+  }
+}
+
 // kSplit (float only): split TF32 for strict float32. Each product is
 // W_big X_big + W_big X_small + W_small X_big, big = tf32(v), small = tf32(v - big): both
 // operands' residual copies ride in the same stage, and every MMA step is three wgmma.
 // NC = 0: tiles of 64 channels x N positions. NC > 0: position-major tiles of N positions
 // (N / 64 m64 blocks) x NC channels, for narrow groups.
-template <typename T, int N, bool kSplit = false, int NC = 0>
+// kRaw (float as TF32, position-major tiles): A from registers, loaded from the raw input box
+// (see the top of this file).
+template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false>
 __global__ void __launch_bounds__(kThreads, 2)
     fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
   static_assert(!kSplit || sizeof(T) == 4, "split TF32 is for float");
+  static_assert(!kRaw || (std::is_same<T, float>::value && !kSplit && NC > 0),
+                "the input read in place: TF32 on position-major tiles");
   static_assert(NC == 0 || (N % 64 == 0 && N <= 256 && NC % 8 == 0 && NC <= kM),
                 "position-major tiles: m64 blocks of positions, at most 64 channels");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -647,7 +791,13 @@ __global__ void __launch_bounds__(kThreads, 2)
           const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
           const int d0 = qd + td.off0 - jd * td.doff;
           const uint32_t box = smem_addr(st);
-          tma_load_5d(box, &map, full, 0, w0, h0, d0, ngc0 + cb);
+          if constexpr (kRaw) {
+            const int w0a = w0 & ~3;  // 16 bytes of floats (rounds negative columns down too)
+            hd->wsh = w0 - w0a;
+            tma_load_5d(box, &map, full, w0a, h0, d0, cb * p.bk, n * p.groups + g);
+          } else {
+            tma_load_5d(box, &map, full, 0, w0, h0, d0, ngc0 + cb);
+          }
           const int64_t wt = ((wtile0 + int64_t(jd) * p.cblocks + cb) * tmax_hw +
                               int64_t(jh0) * tw.count) * p.tile_bytes;
           const unsigned char* wp = static_cast<const unsigned char*>(p.wp);
@@ -692,6 +842,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   uint32_t parity = 0;
   float* stg = epi + warp * 16 * kEpiPitch;
   const int g8 = lane / 4, t4 = lane % 4;
+  // kRaw: the two sets of A registers and which one the next batch takes.
+  uint32_t ra0[kRaw ? kRawBatch<kMB> : 1][kMB][4], ra1[kRaw ? kRawBatch<kMB> : 1][kMB][4];
+  int raw_odd = 0;
   // One iteration per tile: its K steps, then its epilogue (accumulators touched only
   // outside the K-step loop: anything else makes ptxas serialize the wgmma, C7520).
   for (;;) {
@@ -722,55 +875,64 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int doff_w = __shfl_sync(0xffffffffu, lane == 0 ? hd->doff_w : 0, 0);
         const uint32_t box = smem_addr(st);
         const uint32_t wts = box + p.w_off;
-        // Split TF32: the residual copies' descriptors, the same addresses moved by their
-        // offsets (in the descriptor's 16-byte units).
-        const uint64_t dws = uint64_t(p.ws_off - p.w_off) >> 4, dxs = uint64_t(p.xs_off) >> 4;
-        const uint64_t mstep = uint64_t(4 * row_bytes);  // 64 box rows
-        // The stage's (H tap, W tap, MMA K step) in batches of kBatch: one fence, then the
-        // batch's wgmma back to back, each with descriptors in registers of its own. (A
-        // loop of single wgmma needs a fence per iteration, ptxas inserts one otherwise,
-        // C7519, and a fence waits for the wgmma before it: serialized.)
-        const int count = hcnt * cw * ksteps;
-        int i = 0, jw = 0, ks = 0;
-        uint32_t wt = wts;
-        for (int it = 0; it < count; it += kBatch) {
-          uint64_t da[kBatch], db[kBatch];
-#pragma unroll
-          for (int u = 0; u < kBatch; ++u) {
-            const uint32_t shift = uint32_t((hcnt - 1 - i) * shift_h + (cw - 1 - jw) * doff_w);
-            da[u] = wgmma_desc(wt);
-            db[u] = desc_x(box + shift * row_bytes + 32 * ks, row_bytes);
-            wt += kCw * 32;
-            if (++ks == ksteps) {
-              ks = 0;
-              if (++jw == cw) {
-                jw = 0;
-                ++i;
-              }
-            }
-          }
-          const int left = count - it;
-          wgmma_fence();
-          if (left >= kBatch) {
+        if constexpr (kRaw) {
+          const int wsh = __shfl_sync(0xffffffffu, lane == 0 ? hd->wsh : 0, 0);
+          raw_steps<NC, kMB, kRawBatch<kMB>>(acc, ra0, ra1, raw_odd,
+                                             reinterpret_cast<const float*>(st) + wsh,
+                                             p.hbox * p.wbox, wts, hcnt, cw, ksteps, shift_h,
+                                             doff_w, warp, g8, t4, accumulate);
+        } else {
+          // Split TF32: the residual copies' descriptors, the same addresses moved by their
+          // offsets (in the descriptor's 16-byte units).
+          const uint64_t dws = uint64_t(p.ws_off - p.w_off) >> 4, dxs = uint64_t(p.xs_off) >> 4;
+          const uint64_t mstep = uint64_t(4 * row_bytes);  // 64 box rows
+          // The stage's (H tap, W tap, MMA K step) in batches of kBatch: one fence, then the
+          // batch's wgmma back to back, each with descriptors in registers of its own. (A
+          // loop of single wgmma needs a fence per iteration, ptxas inserts one otherwise,
+          // C7519, and a fence waits for the wgmma before it: serialized.)
+          const int count = hcnt * cw * ksteps;
+          int i = 0, jw = 0, ks = 0;
+          uint32_t wt = wts;
+          for (int it = 0; it < count; it += kBatch) {
+            uint64_t da[kBatch], db[kBatch];
 #pragma unroll
             for (int u = 0; u < kBatch; ++u) {
-              mma_step<T, kNA, kMB, kPos, kSplit>(acc, da[u], db[u], accumulate, mstep, dws, dxs);
-              accumulate = 1;
+              const uint32_t shift = uint32_t((hcnt - 1 - i) * shift_h + (cw - 1 - jw) * doff_w);
+              da[u] = wgmma_desc(wt);
+              db[u] = desc_x(box + shift * row_bytes + 32 * ks, row_bytes);
+              wt += kCw * 32;
+              if (++ks == ksteps) {
+                ks = 0;
+                if (++jw == cw) {
+                  jw = 0;
+                  ++i;
+                }
+              }
             }
-          } else {
+            const int left = count - it;
+            wgmma_fence();
+            if (left >= kBatch) {
 #pragma unroll
-            for (int u = 0; u < kBatch - 1; ++u) {
-              if (u < left) {
-                mma_step<T, kNA, kMB, kPos, kSplit>(acc, da[u], db[u], accumulate, mstep, dws,
-                                                    dxs);
+              for (int u = 0; u < kBatch; ++u) {
+                mma_step<T, kNA, kMB, kPos, kSplit>(acc, da[u], db[u], accumulate, mstep, dws, dxs);
                 accumulate = 1;
+              }
+            } else {
+#pragma unroll
+              for (int u = 0; u < kBatch - 1; ++u) {
+                if (u < left) {
+                  mma_step<T, kNA, kMB, kPos, kSplit>(acc, da[u], db[u], accumulate, mstep, dws,
+                                                      dxs);
+                  accumulate = 1;
+                }
               }
             }
           }
-        }
-        wgmma_commit();
+          wgmma_commit();
+        }  // kRaw
         if constexpr (kSplit) {
           wgmma_wait<0>();
+          fence_accumulators(acc);
 #pragma unroll
           for (int i = 0; i < kMB; ++i)
 #pragma unroll
@@ -787,6 +949,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
     wgmma_wait<0>();
+    fence_accumulators(acc);
     if constexpr (kSplit) {
 #pragma unroll
       for (int i = 0; i < kMB; ++i)
@@ -865,8 +1028,11 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
         __syncwarp();
         if (j < 16 * kMB)
-          store_two_positions<T, 16>(y, stg + j, kPitch, nn, 16 * pass, co_valid - 16 * pass, info,
-                                 p.wbox, rows, cols, ys1, !has_mma);
+          // (Unrolled by 4 at 64 channels: fully, the pass loop above stays rolled and the
+          // accumulators go to local memory.)
+          store_two_positions<T, (NC > 48 ? 4 : 16)>(y, stg + j, kPitch, nn, 16 * pass,
+                                                     co_valid - 16 * pass, info, p.wbox, rows,
+                                                     cols, ys1, !has_mma);
         __syncwarp();
       }
     }

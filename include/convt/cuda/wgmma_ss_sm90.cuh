@@ -5,6 +5,9 @@
 // A (m64 x k, descriptor da) * B (k x N, descriptor db), both K-major in shared memory
 // (k = 16 for 16-bit types, 8 for TF32). Thread (warp w, lane 4g + t) of the warpgroup
 // holds d[4p + 2h + s] = D[16w + 8h + g][8p + 2t + s]. sm_90a only.
+//
+// WgmmaRS<float, N>::run(d, a, db, acc): the same with A (m64 x 8, TF32) in registers:
+// thread (warp w, lane 4g + t) holds a[2j + h] = A[16w + 8h + g][t + 4j].
 #pragma once
 
 #include <cuda_bf16.h>
@@ -18,6 +21,8 @@ namespace wg {
 
 template <typename T, int N>
 struct WgmmaSS;
+template <typename T, int N>
+struct WgmmaRS;
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr bool kWgmmaSSCompiled = true;
@@ -351,6 +356,66 @@ struct WgmmaSS<float, 256> {
   }
 };
 
+template <>
+struct WgmmaRS<float, 8> {
+  __device__ static void run(float (&d)[4], const uint32_t (&a)[4], uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+  }
+};
+
+template <>
+struct WgmmaRS<float, 16> {
+  __device__ static void run(float (&d)[8], const uint32_t (&a)[4], uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+  }
+};
+
+template <>
+struct WgmmaRS<float, 24> {
+  __device__ static void run(float (&d)[12], const uint32_t (&a)[4], uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %17, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n24k8.f32.tf32.tf32 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11}, {%12,%13,%14,%15}, %16, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+  }
+};
+
+template <>
+struct WgmmaRS<float, 32> {
+  __device__ static void run(float (&d)[16], const uint32_t (&a)[4], uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+  }
+};
+
+template <>
+struct WgmmaRS<float, 48> {
+  __device__ static void run(float (&d)[24], const uint32_t (&a)[4], uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n48k8.f32.tf32.tf32 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23}, {%24,%25,%26,%27}, %28, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+  }
+};
+
+template <>
+struct WgmmaRS<float, 64> {
+  __device__ static void run(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+  }
+};
+
 #else
 constexpr bool kWgmmaSSCompiled = false;
 template <>
@@ -484,6 +549,30 @@ struct WgmmaSS<float, 224> {
 template <>
 struct WgmmaSS<float, 256> {
   __device__ static void run(float (&)[128], uint64_t, uint64_t, int) {}
+};
+template <>
+struct WgmmaRS<float, 8> {
+  __device__ static void run(float (&)[4], const uint32_t (&)[4], uint64_t, int) {}
+};
+template <>
+struct WgmmaRS<float, 16> {
+  __device__ static void run(float (&)[8], const uint32_t (&)[4], uint64_t, int) {}
+};
+template <>
+struct WgmmaRS<float, 24> {
+  __device__ static void run(float (&)[12], const uint32_t (&)[4], uint64_t, int) {}
+};
+template <>
+struct WgmmaRS<float, 32> {
+  __device__ static void run(float (&)[16], const uint32_t (&)[4], uint64_t, int) {}
+};
+template <>
+struct WgmmaRS<float, 48> {
+  __device__ static void run(float (&)[24], const uint32_t (&)[4], uint64_t, int) {}
+};
+template <>
+struct WgmmaRS<float, 64> {
+  __device__ static void run(float (&)[32], const uint32_t (&)[4], uint64_t, int) {}
 };
 #endif
 
