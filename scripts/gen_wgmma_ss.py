@@ -2,7 +2,8 @@
 """Writes include/convt/cuda/wgmma_ss_sm90.cuh: wgmma.mma_async m64nNk16 (f16, bf16) and
 m64nNk8 (tf32) wrappers with both operands in shared memory, one per N the wgmma forward
 kernel is built for (implicit_gemm_fprop_wgmma_sm90.cuh): NS for its tiles of 64 channels x N
-positions, NC for its position-major tiles of 256 positions x NC channels; and m64nNk8 tf32
+positions, NC for its position-major tiles of 256 positions x NC channels, NF for position-major
+tiles with the W taps folded into N (NC x FOLD columns, FOLD in FOLDS); and m64nNk8 tf32
 wrappers with A in registers (WgmmaRS), NR for the position-major tiles that read the input
 in place. Run it after changing any of them."""
 import pathlib
@@ -10,6 +11,8 @@ import pathlib
 NS = (128, 160, 192, 208, 224, 256)
 NC = (8, 16, 24, 32, 48)
 NR = (8, 16, 24, 32, 48, 64)
+FOLDS = (2, 3, 4, 5, 7)
+NF = tuple(sorted({c * f for c in (8, 16, 24, 32) for f in FOLDS} - set(NC) - set(NS)))
 TYPES = (("__half", "k16.f32.f16.f16", ", 0, 0"), ("__nv_bfloat16", "k16.f32.bf16.bf16", ", 0, 0"),
          ("float", "k8.f32.tf32.tf32", ""))
 
@@ -59,13 +62,13 @@ def main():
         "constexpr bool kWgmmaSSCompiled = true;",
     ]
     for t, shape, tail in TYPES:
-        for n in NC + NS:
+        for n in NC + NF + NS:
             body += [op(t, shape, tail, n), ""]
     for n in NR:
         body += [op_rs(n), ""]
     body += ["#else", "constexpr bool kWgmmaSSCompiled = false;"]
     for t, _, _ in TYPES:
-        for n in NC + NS:
+        for n in NC + NF + NS:
             body += [f"template <>", f"struct WgmmaSS<{t}, {n}> {{",
                      f"  __device__ static void run(float (&)[{n // 2}], uint64_t, uint64_t, int) {{}}", "};"]
     for n in NR:

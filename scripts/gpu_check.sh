@@ -20,6 +20,7 @@
 #   bash scripts/gpu_check.sh build install wg-steps   # the wgmma kernel's K steps against its planner
 #   bash scripts/gpu_check.sh install wup   # zeros inserted along W, on against off
 #   bash scripts/gpu_check.sh build install raw   # the input read in place, on against off
+#   bash scripts/gpu_check.sh build install fold   # W taps folded into N, on against off
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side, compared case by case with BENCH_BASELINE, by default
@@ -189,10 +190,10 @@ fi
 if has wg-test; then
   # The persistent wgmma kernel's tests (CudaWgmmaPath: every TMA case and its own;
   # CudaWgmmaTiles: its other tiles).
-  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*'
+  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*'
   grep -E "PASSED|FAILED" "$OUT/wg-test.log" | tail -12 | tee -a "$SUMMARY"
   if [ -n "${WG_TEST_ENV:-}" ]; then  # the same tests again with one more setting
-    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*'
+    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*'
     grep -E "PASSED|FAILED" "$OUT/wg-test-env.log" | tail -12 | tee -a "$SUMMARY"
   fi
 fi
@@ -200,12 +201,12 @@ if has wg-sanitize; then
   # (With WG_TEST_ENV, each tool runs a second time with that setting.)
   for tool in memcheck racecheck initcheck; do
     step "wg-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
-      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*'
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*'
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
     if [ -n "${WG_TEST_ENV:-}" ]; then
       step "wg-sanitize-env-$tool" env CONVT_TEST_QUICK=1 $WG_TEST_ENV compute-sanitizer \
         --tool "$tool" --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" \
-        --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*'
+        --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*'
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-env-$tool.log" | tail -3 | tee -a "$SUMMARY"
     fi
   done
@@ -282,6 +283,29 @@ if has raw; then
   python3 scripts/bench_compare.py "$OUT/bench-raw-0.json" "$OUT/bench-raw-1.json" | tee -a "$SUMMARY"
   python3 scripts/bench_compare.py "$OUT/bench-raw-shapes-0.json" "$OUT/bench-raw-shapes-1.json" |
     tee -a "$SUMMARY"
+fi
+if has fold; then
+  # The W taps folded into N (the default) against unfolded position-major tiles
+  # (CONVT_WG_FOLD=0), fp32 with TF32 and bf16, 10 runs a side: the suite's narrow-group
+  # cases (FOLD_CASES), the wgmma kernel asked for on those the dispatch gives the TMA
+  # kernel in fp32, and layers of published models with narrow outputs (FOLD_SHAPES).
+  FOLD_CASES=${FOLD_CASES:-kb58,kb70,kb71,kb72,kb73,kb75,kb78}
+  FOLD_SHAPES=${FOLD_SHAPES:-"2d N=16 C=64->3 in=128x128 k=4 s=2 p=1;2d N=8 C=32->16 in=256x256 k=3 p=1;1d N=16 C=64->32 in=16384 k=7 p=3;3d N=2 C=64->32 in=16x32x32 k=3 s=2 p=1 op=1;2d N=8 C=64->32 in=128x128 k=5 p=2"}
+  IFS=';' read -ra FOLD_LIST <<<"$FOLD_SHAPES"
+  FOLD_SHAPE_ARGS=()
+  for sh in "${FOLD_LIST[@]}"; do FOLD_SHAPE_ARGS+=(--shape "$sh"); done
+  for v in 0 1; do
+    step "fold-$v" env CONVT_WG_FOLD=$v python3 -m convt bench --case "$FOLD_CASES" \
+      --dtype fp32,bf16 --math default --reps 10 --json "$OUT/bench-fold-$v.json" -q
+    step "fold-wg-$v" env CONVT_WG_FOLD=$v CONVT_FORWARD_KERNEL=implicit_gemm_wgmma python3 -m \
+      convt bench --case "$FOLD_CASES" --dtype fp32 --math default --reps 10 \
+      --json "$OUT/bench-fold-wg-$v.json" -q
+    step "fold-shapes-$v" env CONVT_WG_FOLD=$v python3 -m convt bench "${FOLD_SHAPE_ARGS[@]}" \
+      --dtype fp32,bf16 --math default --reps 10 --json "$OUT/bench-fold-shapes-$v.json" -q
+  done
+  for f in fold fold-wg fold-shapes; do
+    python3 scripts/bench_compare.py "$OUT/bench-$f-0.json" "$OUT/bench-$f-1.json" | tee -a "$SUMMARY"
+  done
 fi
 if has owners; then
   # Every W phase running (the default) against tap-less W phases written by their owners

@@ -347,6 +347,33 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
       }
   }
   const int64_t cw = nc > 0 ? nc : wg::kM;
+  // The W taps folded into N (position-major tiles in TF32 and 16-bit types with 2 to 7 W
+  // taps in the widest phase): each MMA step multiplies the unshifted box by every W tap's
+  // weights at once, nc x fold columns (fold: the taps rounded up to 2, 3, 4, 5 or 7), and
+  // the epilogue sums the taps' columns at their shifts (fold rounds over the tile). The
+  // MMAs then read the box once per H tap instead of once per (H tap, W tap), which saves
+  // shared-memory reads in proportion to the reduction per column (input channels x D taps
+  // x H taps) times the W taps, against an epilogue fold times as long and, for 24 or 32
+  // channels, tiles of 128 or 64 positions instead of 256. Measured on an H200
+  // (docs/kernels.md), it paid with 5 or more W taps and a reduction per column of 256 or
+  // more (kb58, 7 taps x 480: 1.33x in TF32, 1.15x in bfloat16; a 64 -> 32 layer with 5 x
+  // 320: 1.14x / 1.00x) and lost with shallower ones or fewer taps (kb75 0.55x, kb73 0.48x
+  // in bfloat16, kb71 0.62x): the planner folds there. CONVT_WG_FOLD=1 folds wherever the
+  // tile can, CONVT_WG_FOLD=0 nowhere.
+  int fold = 1;
+  {
+    const char* env = std::getenv("CONVT_WG_FOLD");
+    const int fold_env = env != nullptr && *env != '\0' ? std::atoi(env) : -1;
+    const int64_t k_col = cig * tmax[0] * tmax[1];
+    const bool want = fold_env == 1 || (fold_env != 0 && tmax[2] >= 5 && k_col >= 256);
+    if (nc > 0 && nc <= 32 && !raw && copies == 1 && want && tmax[2] >= 2)
+      for (int i = 0; i < wg::kNumFolds; ++i)
+        if (wg::fold_choice(i) >= tmax[2]) {
+          fold = wg::fold_choice(i);
+          break;
+        }
+  }
+  const int64_t wtaps = fold > 1 ? fold : tmax[2];  // weight tiles' W taps per H tap
   // (Reading in place, K steps are at least 4 kc channels: see try_step.)
   const int64_t cig_min = round_up(cig, (raw ? 4 : 2) * kc);
   // N and the box: the most valid outputs per computed position; of those within 1% of
@@ -396,14 +423,15 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   double best_used = 0;
   for (int pass = 0; pass < 2; ++pass) {
     const double top = best_used;
-    for (int i = 0; i < wg::kNumN; ++i) {
-      const int64_t n = wg::n_choice(i);
+    // (Position-major tiles are built for one N each: 256 positions; reading in place, 128
+    // with 48 or 64 channels, whose accumulators take twice the registers; folded, as many as
+    // wg::fold_positions allows.)
+    const int64_t n_pos = fold > 1 ? wg::fold_positions(int(nc), fold) : raw && nc > 32 ? 128 : 256;
+    for (int i = 0; i < (nc > 0 ? 1 : wg::kNumN); ++i) {
+      const int64_t n = nc > 0 ? n_pos : wg::n_choice(i);
       // (Split TF32 keeps a second set of accumulators, the running sum: at most 128
       // positions fit the registers.)
       if (nc == 0 && copies == 2 && n > 128) continue;
-      // (Position-major tiles are built for 256 positions; reading in place, for 128 with
-      // 48 or 64 channels, whose accumulators take twice the registers.)
-      if (nc > 0 && n != (raw && nc > 32 ? 128 : 256)) continue;
       int64_t wv = 0, rows = 0;
       const double used = layout(n, &wv, &rows);
       if (used == 0) continue;
@@ -447,7 +475,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
       }
     }
     const int64_t box = hbox * wbox * bk * e;
-    const int64_t wbytes = hb * tmax[2] * cw * bk * e;
+    const int64_t wbytes = hb * wtaps * cw * bk * e;
     // Stage: box, [residual box at the next 1024 bytes (its swizzle)], weight tiles,
     // [residual weight tiles]. Reading in place: the raw box, then room for the A loads of
     // the positions past the valid ones (up to N + 3 floats past the last channel's
@@ -501,6 +529,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   plan.wg_wv = int(best_wv);
   plan.wg_rows = int(best_rows);
   plan.wg_raw = raw;
+  plan.wg_fold = fold;
   plan.wg_used = best_used;
   for (int d = 0; d < 3; ++d) plan.wg_tmax[d] = int(tmax[d]);
   plan.wg_cblocks = int((cig + plan.wg_bk - 1) / plan.wg_bk);
@@ -515,7 +544,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
     return no("too many channel blocks for a tensor map");
   plan.wg_tiles = tiles;
   const int64_t wbytes = copies * p.groups * co_tiles * phases * tmax[0] * plan.wg_cblocks *
-                         tmax[1] * tmax[2] * cw * plan.wg_bk * e;
+                         tmax[1] * wtaps * cw * plan.wg_bk * e;
   // The input copy (raw: room for the padded copy of an input a tensor map cannot read as
   // it is, see wgmma_input_in_place).
   const int64_t xbytes =
@@ -950,8 +979,11 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
                      : detail::str_cat("64 channels x ", plan.wg_n, " positions ("),
       plan.wg_rows, " rows x ", plan.wg_wv, " of a ", plan.wg_hbox, "x", plan.wg_wbox,
       " box, ", int(plan.wg_used * 100 + 0.5), "% used), K step ", plan.wg_bk,
-      " channels x ", plan.wg_hb, " H taps x ", plan.wg_tmax[2], " W taps, ", plan.wg_stages,
-      " stages",
+      " channels x ", plan.wg_hb, " H taps x ", plan.wg_tmax[2], " W taps",
+      plan.wg_fold > 1 ? detail::str_cat(" folded into N (", plan.wg_nc, " x ", plan.wg_fold,
+                                         " columns)")
+                       : std::string(),
+      ", ", plan.wg_stages, " stages",
       plan.wg_wup > 1 ? detail::str_cat(", zeros inserted along W (stride ", plan.wg_wup,
                                         " run as 1)")
                       : std::string(),

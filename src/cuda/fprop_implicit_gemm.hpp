@@ -59,6 +59,10 @@ struct ImplicitGemmFpropPlan {
   // registers; no input copy (only where x's layout does not suit a tensor map, a padded
   // one: wgmma_input_in_place). wg_wbox is then the flattening width, a multiple of 4.
   bool wg_raw = false;
+  // W taps folded into N (position-major tiles): wgmma's N is wg_nc x wg_fold columns, one
+  // per (W tap, channel), over wg_n = wg::fold_positions(wg_nc, wg_fold) positions; 1: not
+  // folded.
+  int wg_fold = 1;
   std::string describe() const;
 };
 

@@ -273,11 +273,12 @@ void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
 // The persistent wgmma kernel (convt/cuda/implicit_gemm_fprop_wgmma_sm90.cuh)
 // ---------------------------------------------------------------------------------------
 
-template <typename T, int N, bool kSplit, int NC = 0, bool kRaw = false>
+template <typename T, int N, bool kSplit, int NC = 0, bool kRaw = false, int FOLD = 1>
 void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
                     cudaStream_t stream, int device) {
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem(wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw>, wg::kBlockSmem, device, smem_set);
+  allow_smem(wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD>, wg::kBlockSmem, device,
+             smem_set);
   // Persistent: as many blocks as are resident at once, at most one per tile.
   static std::atomic<int> cached_sms{0};
   int sms = cached_sms.load(std::memory_order_relaxed);
@@ -288,10 +289,11 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
   }
   int per_sm = 0;
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                 &per_sm, wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw>, wg::kThreads, smem),
+                 &per_sm, wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD>, wg::kThreads,
+                 smem),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   const int64_t blocks = std::min<int64_t>(fp.tiles, int64_t(sms) * std::max(per_sm, 1));
-  wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw>
+  wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD>
       <<<static_cast<unsigned>(blocks), wg::kThreads, smem, stream>>>(map, fp);
   check_cuda(cudaGetLastError(), "implicit-GEMM (wgmma) forward launch");
 }
@@ -316,6 +318,25 @@ void launch_wgmma_pos(const wg::Params& fp, const CUtensorMap& map, std::size_t 
       } else {
         CONVT_CHECK(false, "convt: split TF32 wgmma position-major tile of ", nc, " channels");
       }
+  }
+}
+
+// The wgmma kernel's position-major tiles of NC channels with the W taps folded into N
+// (NC x fold columns, fold 2, 3, 4, 5 or 7, wg::fold_positions of them per tile), compiled
+// per (T, NC) in translation units of their own (fprop_launch_*_fold*.cu).
+template <typename T, int NC>
+void launch_wgmma_fold(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
+                       cudaStream_t stream, int device, int fold) {
+  using fprop_detail::launch_wgmma_n;
+  using wg::fold_positions;
+  switch (fold) {
+    case 2: launch_wgmma_n<T, fold_positions(NC, 2), false, NC, false, 2>(fp, map, smem, stream, device); break;
+    case 3: launch_wgmma_n<T, fold_positions(NC, 3), false, NC, false, 3>(fp, map, smem, stream, device); break;
+    case 4: launch_wgmma_n<T, fold_positions(NC, 4), false, NC, false, 4>(fp, map, smem, stream, device); break;
+    case 5: launch_wgmma_n<T, fold_positions(NC, 5), false, NC, false, 5>(fp, map, smem, stream, device); break;
+    default:
+      CONVT_CHECK(fold == 7, "convt: wgmma tile with ", fold, " W taps folded");
+      launch_wgmma_n<T, fold_positions(NC, 7), false, NC, false, 7>(fp, map, smem, stream, device);
   }
 }
 
@@ -349,8 +370,12 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   pk.groups = int(p.groups);
   pk.cig = int(cig);
   pk.cog = int(cog);
-  pk.cw = plan.wg_cw;
-  pk.co_tiles = int((cog + pk.cw - 1) / pk.cw);
+  // (W taps folded: a tile's columns are its channels times the folded taps, one tile per
+  // H tap.)
+  const int fold = plan.wg_fold > 1 ? plan.wg_fold : 1;
+  pk.cw = plan.wg_cw * fold;
+  pk.fold = fold;
+  pk.co_tiles = int((cog + plan.wg_cw - 1) / plan.wg_cw);
   pk.cblocks = plan.wg_cblocks;
   pk.bk = plan.wg_bk;
   pk.split = kSplit ? 1 : 0;
@@ -363,6 +388,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     pk.dil[d] = int(p.dilation[d]);
     pk.tmax[d] = plan.wg_tmax[d];
   }
+  if (fold > 1) pk.tmax[2] = 1;
   const int64_t packed = wg::packed_weight_elems(pk);
   const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
   wg::pack_weight_wgmma_kernel<T><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
@@ -447,7 +473,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.groups = int(p.groups);
   fp.cig = int(cig);
   fp.cog = int(cog);
-  fp.cw = pk.cw;
+  fp.cw = plan.wg_cw;
   fp.co_tiles = pk.co_tiles;
   fp.cblocks = plan.wg_cblocks;
   fp.bk = plan.wg_bk;
@@ -488,6 +514,22 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
       launch_wgmma_raw(fp, map, smem, opt.stream, device, plan.wg_nc);
     } else {
       CONVT_CHECK(false, "convt: the wgmma kernel reads the input in place in TF32 only");
+    }
+  } else if (plan.wg_fold > 1) {
+    if constexpr (!kSplit) {
+      CONVT_CHECK(plan.wg_n == wg::fold_positions(plan.wg_nc, plan.wg_fold),
+                  "convt: wgmma tile with W taps folded of ", plan.wg_n, " positions");
+      switch (plan.wg_nc) {
+        case 8: launch_wgmma_fold<T, 8>(fp, map, smem, opt.stream, device, plan.wg_fold); break;
+        case 16: launch_wgmma_fold<T, 16>(fp, map, smem, opt.stream, device, plan.wg_fold); break;
+        case 24: launch_wgmma_fold<T, 24>(fp, map, smem, opt.stream, device, plan.wg_fold); break;
+        default:
+          CONVT_CHECK(plan.wg_nc == 32, "convt: wgmma tile with W taps folded of ", plan.wg_nc,
+                      " channels");
+          launch_wgmma_fold<T, 32>(fp, map, smem, opt.stream, device, plan.wg_fold);
+      }
+    } else {
+      CONVT_CHECK(false, "convt: split TF32 has no wgmma tile with W taps folded");
     }
   } else if (plan.wg_nc > 0) {
     CONVT_CHECK(plan.wg_n == 256, "convt: wgmma position-major tile of ", plan.wg_n,
@@ -545,10 +587,21 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
 #define CONVT_INSTANTIATE_WGMMA_LAUNCH(T, kSplit)                                          \
   extern template void launch_wgmma_pos<T, kSplit>(const wg::Params&, const CUtensorMap&,  \
                                                    std::size_t, cudaStream_t, int, int);   \
+  CONVT_EXTERN_WGMMA_FOLD(T, 8);                                                           \
+  CONVT_EXTERN_WGMMA_FOLD(T, 16);                                                          \
+  CONVT_EXTERN_WGMMA_FOLD(T, 24);                                                          \
+  CONVT_EXTERN_WGMMA_FOLD(T, 32);                                                          \
   template void launch_fprop_wgmma<T, kSplit>(const ImplicitGemmFpropPlan&, const Problem&,\
                                       const TensorRef&, const TensorRef&, const TensorRef*,  \
                                       const TensorRef&, const ExecOptions&, int,             \
                                       const WgmmaMapFn&)
+// The folded tiles of NC channels, one unit per (T, NC) (fprop_launch_*_fold*.cu).
+#define CONVT_EXTERN_WGMMA_FOLD(T, NC)                                                      \
+  extern template void launch_wgmma_fold<T, NC>(const wg::Params&, const CUtensorMap&,     \
+                                                std::size_t, cudaStream_t, int, int)
+#define CONVT_INSTANTIATE_WGMMA_FOLD(T, NC)                                                 \
+  template void launch_wgmma_fold<T, NC>(const wg::Params&, const CUtensorMap&,            \
+                                         std::size_t, cudaStream_t, int, int)
 #define CONVT_INSTANTIATE_WGMMA_POS(T, kSplit)                                              \
   template void launch_wgmma_pos<T, kSplit>(const wg::Params&, const CUtensorMap&,         \
                                             std::size_t, cudaStream_t, int, int)

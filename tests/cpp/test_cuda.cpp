@@ -801,6 +801,98 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(name);
     });
 
+// W taps folded into N (CONVT_WG_FOLD=1: position-major tiles in TF32 and the 16-bit types
+// whose widest phase has 2 to 7 W taps): every fold (2, 3, 4, 5, 7: six taps take 7, one column block zero),
+// tiles of 8 to 32 channels and so every width (16 to 224 columns, 64 to 256 positions),
+// groups narrower than their tile, W strides whose phases have fewer taps than the fold or
+// none, dilation (shifts of several columns), column segments, several rows per tile,
+// groups with bias, channels_last input, and more tiles than resident blocks. Strict
+// float32 (split TF32) does not fold. CudaWgmmaUnfolded runs every other wgmma case with
+// CONVT_WG_FOLD=0.
+std::vector<Case> fold_cases() {
+  std::vector<Case> v;
+  auto add = [&](Problem p, Layout layout = Layout::kContiguous) { v.push_back({p, layout}); };
+  add(make_problem(2, 2, 16, 16, 1, {10, 70, 1}, {3, 7, 1}, {1, 1, 1}, {1, 3, 0}, {0, 0, 0},
+                   {1, 1, 1}, false));
+  add(make_problem(2, 2, 32, 32, 1, {6, 130, 1}, {3, 7, 1}, {1, 1, 1}, {1, 3, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(1, 3, 16, 3, 1, {600, 1, 1}, {5, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(3, 2, 32, 24, 1, {6, 8, 20}, {3, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 0, 0},
+                   {1, 1, 1}, false));
+  add(make_problem(2, 2, 16, 20, 1, {7, 40, 1}, {3, 5, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 16, 16, 1, {9, 33, 1}, {2, 6, 1}, {1, 1, 1}, {0, 2, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 16, 8, 1, {8, 41, 1}, {3, 7, 1}, {1, 2, 1}, {1, 3, 0}, {0, 1, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(1, 2, 16, 12, 1, {300, 1, 1}, {5, 1, 1}, {3, 1, 1}, {1, 0, 0}, {2, 0, 0},
+                   {2, 1, 1}, true));
+  add(make_problem(2, 2, 16, 16, 1, {6, 50, 1}, {3, 3, 1}, {1, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 2, 1}, false));
+  add(make_problem(2, 2, 16, 32, 1, {8, 60, 1}, {3, 3, 1}, {1, 1, 1}, {1, 0, 0}, {0, 0, 0},
+                   {1, 3, 1}, true));
+  add(make_problem(2, 2, 32, 32, 4, {10, 30, 1}, {3, 5, 1}, {1, 1, 1}, {1, 2, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 16, 8, 1, {12, 20, 1}, {3, 3, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 16, 16, 1, {8, 40, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true),
+      Layout::kChannelsLast);
+  add(make_problem(2, 2, 16, 32, 1, {6, 90, 1}, {3, 5, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, false));
+  add(make_problem(1, 2, 32, 24, 1, {500, 1, 1}, {7, 1, 1}, {1, 1, 1}, {3, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 16, 32, 1, {9, 21, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 8, 16, 16, 1, {40, 120, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  return v;
+}
+
+const std::vector<Case>& fold_case_list() {
+  static const std::vector<Case> all = fold_cases();
+  return all;
+}
+
+class CudaWgmmaFold : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaFold, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const Case& c = fold_case_list()[static_cast<size_t>(GetParam())];
+  const ScopedEnv env("CONVT_WG_FOLD", "1");
+  check_wgmma_case(c, 6151u * uint64_t(GetParam()) + 13,
+                   [](const Precision& precision, bool split, const std::string& what) {
+                     EXPECT_EQ(what.find("folded into N") != std::string::npos, !split)
+                         << precision.name << ": " << what;
+                   });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaFold,
+                         ::testing::Range(0, static_cast<int>(fold_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         tma_case_name);
+
+class CudaWgmmaUnfolded : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaUnfolded, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const Case& c = wgmma_case_list()[static_cast<size_t>(GetParam())];
+  const ScopedEnv env("CONVT_WG_FOLD", "0");
+  check_wgmma_case(c, 4099u * uint64_t(GetParam()) + 17,
+                   [](const Precision& precision, bool, const std::string& what) {
+                     EXPECT_EQ(what.find("folded"), std::string::npos)
+                         << precision.name << ": " << what;
+                   });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaUnfolded,
+                         ::testing::Range(0, static_cast<int>(wgmma_case_list().size()),
+                                          quick_mode() ? 6 : 2),
+                         tma_case_name);
+
 // Zeros inserted along W (CONVT_WG_WUP=1 asks for them wherever W is strided): every wgmma
 // case with a W stride, plus a channels_last input with W stride 3 (the untiled copy), a W
 // that is no whole number of 16-byte chunks (the tiled copy's scalar loads), groups with

@@ -279,10 +279,20 @@ TEST(CudaPlanner, WgmmaWeightPackingMatchesItsDescriptor) {
   }
 }
 
+// The positions of a position-major tile of nc channels with `fold` W taps folded into N:
+// 256 while the accumulators (positions x nc x fold / 128 threads) stay at 128 registers a
+// thread and the epilogue's sums (nc x positions floats) at 16 KB, else 128 or 64.
+int64_t folded_positions(int64_t nc, int64_t fold) {
+  for (int64_t n : {256, 128})
+    if (n * nc * fold <= 128 * 128 && nc * n <= 4096) return n;
+  return 64;
+}
+
 // Every wgmma plan (strict float32's split TF32 too) lays out its stages as the kernel
 // reads them and fits two blocks per multiprocessor, and its tile's rows and box fit N.
 // Groups of at most 32 output channels get position-major tiles of 256 positions x the
-// group's channels rounded up to 8, 16, 24 or 32; wider ones 64 channels x N positions.
+// group's channels rounded up to 8, 16, 24 or 32 (with the W taps folded into N, as many
+// positions as folded_positions allows); wider ones 64 channels x N positions.
 TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
   int plans = 0, split_plans = 0, position_major = 0, deep = 0, resegmented = 0;
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
@@ -295,7 +305,7 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
       const int64_t nc = cog <= 8 ? 8 : cog <= 16 ? 16 : cog <= 24 ? 24 : 32;
       EXPECT_EQ(plan.wg_nc, nc) << cog << " output channels per group";
       EXPECT_EQ(plan.wg_cw, nc);
-      EXPECT_EQ(plan.wg_n, 256);
+      EXPECT_EQ(plan.wg_n, plan.wg_fold > 1 ? folded_positions(nc, plan.wg_fold) : 256);
     } else {
       EXPECT_EQ(plan.wg_nc, 0) << cog << " output channels per group";
       EXPECT_EQ(plan.wg_cw, 64);
@@ -303,7 +313,9 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
     // Stage layout: box, weight tiles; split TF32 adds the residual box at the next
     // 1024 bytes (its swizzle) and the residual weight tiles, on the 128-position tile
     // (channel-major tiles).
-    const int64_t wtiles = int64_t(plan.wg_hb) * plan.wg_tmax[2] * plan.wg_cw * plan.wg_bk *
+    // (W taps folded: per H tap one tile of wg_fold x wg_cw columns.)
+    const int64_t wtaps = plan.wg_fold > 1 ? plan.wg_fold : plan.wg_tmax[2];
+    const int64_t wtiles = int64_t(plan.wg_hb) * wtaps * plan.wg_cw * plan.wg_bk *
                            static_cast<int64_t>(convt::dtype_size(p.dtype));
     if (plan.split) {
       ++split_plans;
@@ -487,6 +499,69 @@ TEST(CudaPlanner, ZerosAlongWRunTheStridedProblemAsUnstrided) {
 // are an odd multiple of 8 floats (conflict-free loads), and most TF32 plans read in place
 // (the others' W halos are too wide for 128 positions, or leave no two stages). Elsewhere no plan reads in
 // place, and CONVT_WG_RAW=0 turns it off.
+// W taps folded into N: with CONVT_WG_FOLD=1, every position-major plan in TF32 and the
+// 16-bit types whose widest phase has 2 to 7 W taps (brute force) folds them, rounded up to
+// 2, 3, 4, 5 or 7, into at most 256 columns; its box rows fit its positions, its stages hold
+// a (fold x nc)-column weight tile per H tap, and the epilogue's sums (nc x (positions + 4)
+// floats, plus a slot per thread) fit the 18 KB staging area. Split TF32, channel-major
+// tiles and more W taps do not fold. By default only plans with 5 or more W taps and a
+// reduction per column (input channels x D taps x H taps of the widest phases) of 256 or
+// more fold; CONVT_WG_FOLD=0 turns it off.
+TEST(CudaPlanner, FoldedWTapsFitTheirTileAndEpilogue) {
+  int folded = 0, widths[8] = {}, by_default = 0;
+  setenv("CONVT_WG_FOLD", "1", 1);
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg) return;
+    const Problem pk = convt::cuda::wgmma_problem(plan, p);
+    const WTaps w = brute_force_w_taps(pk.stride[2], pk.padding[2], pk.dilation[2],
+                                       pk.kernel_size[2]);
+    int64_t fold = 1;
+    if (plan.wg_nc > 0 && plan.wg_nc <= 32 && !plan.split && !plan.wg_raw)
+      for (int64_t f : {2, 3, 4, 5, 7})
+        if (w.max_count >= 2 && f >= w.max_count) {
+          fold = f;
+          break;
+        }
+    ASSERT_EQ(plan.wg_fold, fold) << w.max_count << " W taps, " << plan.wg_nc << " channels";
+    if (fold == 1) return;
+    ++folded;
+    ++widths[std::min<int64_t>(7, plan.wg_nc * fold / 32)];
+    EXPECT_LE(plan.wg_nc * fold, 256);
+    EXPECT_EQ(plan.wg_n, folded_positions(plan.wg_nc, fold));
+    EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
+    EXPECT_LE((plan.wg_nc * (plan.wg_n + 4) + 128) * 4, 18432);
+    const int64_t e = static_cast<int64_t>(convt::dtype_size(p.dtype));
+    EXPECT_GE(plan.wg_stage_bytes,
+              plan.wg_box_bytes + int64_t(plan.wg_hb) * fold * plan.wg_nc * plan.wg_bk * e);
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+  });
+  EXPECT_GT(folded, 30);
+  // (Tiles of 16-24, 32-56, 64-80, 96-120 and 128 columns; the wider ones, 24 or 32 channels
+  // x 5 or 7 taps, are rare in the sweep: the GPU tests run them.)
+  for (int i : {0, 1, 2, 3, 4})
+    EXPECT_GT(widths[i], 0) << "no folded tile of " << 32 * i << "+ columns";
+  setenv("CONVT_WG_FOLD", "0", 1);
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem&, MathMode,
+                                                             const Plan& plan) {
+    EXPECT_EQ(plan.wg_fold, 1);
+  });
+  unsetenv("CONVT_WG_FOLD");
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg || plan.wg_fold == 1) return;
+    ++by_default;
+    const Problem pk = convt::cuda::wgmma_problem(plan, p);
+    int64_t k_col = pk.in_channels_per_group();
+    for (int d = 0; d < 2; ++d)
+      k_col *= brute_force_w_taps(pk.stride[d], pk.padding[d], pk.dilation[d],
+                                  pk.kernel_size[d]).max_count;
+    EXPECT_GE(plan.wg_fold, 5);
+    EXPECT_GE(k_col, 256);
+  });
+  EXPECT_GT(by_default, 0);
+}
+
 TEST(CudaPlanner, InputReadInPlaceStaysWithinItsStage) {
   int plans = 0, tf32_plans = 0, conflict_free = 0;
   setenv("CONVT_WG_RAW", "1", 1);

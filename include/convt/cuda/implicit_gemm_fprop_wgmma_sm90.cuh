@@ -118,6 +118,19 @@ __host__ __device__ constexpr int n_choice(int i) {
   return i == 0 ? 128 : i == 1 ? 160 : i == 2 ? 192 : i == 3 ? 208 : i == 4 ? 224 : 256;
 }
 
+// W taps folded into N (position-major tiles, the kernel's FOLD): the fold counts the kernel
+// is built for (a phase with fewer W taps leaves the rest of its columns zero), and the
+// positions of a tile of NC channels folded FOLD times: as many m64 blocks as keep the
+// accumulators at 128 registers a thread and the epilogue's sums (NC x positions floats) at
+// 16 KB.
+constexpr int kNumFolds = 5;
+__host__ __device__ constexpr int fold_choice(int i) {
+  return i == 0 ? 2 : i == 1 ? 3 : i == 2 ? 4 : i == 3 ? 5 : 7;
+}
+__host__ __device__ constexpr int fold_positions(int nc, int fold) {
+  return nc * fold <= 64 && nc <= 16 ? 256 : nc * fold <= 128 ? 128 : 64;
+}
+
 // Channels per 16 bytes: one core-matrix row.
 template <typename T>
 struct Kc {
@@ -141,6 +154,7 @@ struct StageHeader {
   int steps;    // K steps of the tile (valid with kFirst)
   int wsh;      // kRaw: box column 0's column in the raw box (TMA boxes start at a multiple
                 // of 16 bytes along W)
+  int fcw, fdoff;  // FOLD (valid with kLast): the phase's W taps and their spacing
   int64_t col_step;
   int64_t base[kMaxRows];
 };
@@ -149,6 +163,7 @@ static_assert(sizeof(StageHeader) <= kHeaderBytes, "header fits its slot");
 // The consumers' copy of a tile's output description, and the bias of its channels.
 struct EpiInfo {
   int co0, co_valid, rows, cols;
+  int fcw, fdoff;  // FOLD: the phase's W taps and their spacing (StageHeader)
   int64_t col_step;
   int64_t base[kMaxRows];
   float bias[kM];
@@ -378,8 +393,12 @@ struct PackParams {
   const void* w;  // (C_in, Cog, KD, KH, KW), strides w_str
   void* wp;
   int64_t w_str[5];
-  int groups, cig, cog, cw, co_tiles, cblocks, bk;  // cw: channels per tile (64 or NC)
+  int groups, cig, cog, cw, co_tiles, cblocks, bk;  // cw: columns per tile (64, NC or NC x fold)
   int k[3], stride[3], pad[3], dil[3], tmax[3];
+  // W taps folded into a tile's columns (position-major tiles, see the kernel's FOLD): one
+  // tile per H tap, column f * (cw / fold) + c holding W tap f of channel c (zero where the
+  // phase has no tap f); tmax[2] is then 1. 1: one tile per (H tap, W tap).
+  int fold;
   int split;  // split TF32: the residual tiles follow the whole packed weight
   // Set to 1 where a weight is infinite or NaN, if flag_nonfinite (split TF32, whose
   // residual products cannot carry them, and zeros inserted along W, where such a weight
@@ -395,6 +414,7 @@ __host__ __device__ inline int64_t packed_weight_elems(const PackParams& p) {
 
 // Wp[g][co tile][phase][D tap < tmax_d][channel block][tile < tmax_h * tmax_w][cw x bk]:
 // the phase's tile i is (H tap i / tw, W tap i % tw), tw its W taps; unused tiles zero.
+// (With fold > 1: tile i is H tap i, its column m W tap m / (cw / fold).)
 // Within a tile, element ((((ks * cw/8 + m / 8) * 2 + half) * 8 + m % 8) * kc + e) is
 // channel m of the tile, input channel ks * 2kc + half * kc + e of the block: per MMA K
 // step, cw/8 groups of 8 channels, each two core matrices (halves along K) of 8 rows of 16
@@ -426,12 +446,25 @@ __global__ void pack_weight_wgmma_kernel(PackParams p) {
     const int mg = (e / (16 * kc)) % (p.cw / 8), ks = e / (2 * kc * p.cw);
     const int m = mg * 8 + mr;
     const int ci = cb * p.bk + ks * 2 * kc + half * kc + kk;
-    const int co = cot * p.cw + m;
+    const int ncw = p.fold > 1 ? p.cw / p.fold : p.cw;  // output channels per tile
+    const int co = cot * ncw + m % ncw;
+    // The tile's (H tap, W tap) counted within the phase, and whether the phase has it.
+    int jh = 0, jw = 0;
+    bool tap = false;
+    if (p.fold > 1) {
+      jh = ti;
+      jw = m / ncw;
+      tap = jh < th.count && jw < tw.count;
+    } else if (tw.count > 0) {
+      jh = ti / tw.count;
+      jw = ti % tw.count;
+      tap = ti < th.count * tw.count;
+    }
     float v = 0.f;
-    if (jd < td.count && tw.count > 0 && ti < th.count * tw.count && ci < p.cig && co < p.cog) {
+    if (jd < td.count && tap && ci < p.cig && co < p.cog) {
       const int kd = td.k0 + jd * td.step;
-      const int kh = th.k0 + (ti / tw.count) * th.step;
-      const int kw = tw.k0 + (ti % tw.count) * tw.step;
+      const int kh = th.k0 + jh * th.step;
+      const int kw = tw.k0 + jw * tw.step;
       const int64_t off = (int64_t(g) * p.cig + ci) * p.w_str[0] + co * p.w_str[1] +
                           kd * p.w_str[2] + kh * p.w_str[3] + kw * p.w_str[4];
       v = Elem<T>::to_float(w[off]);
@@ -517,7 +550,7 @@ __device__ __forceinline__ void mma_step(float (&acc)[MB][NA / 2], uint64_t dw, 
 }
 
 // The epilogue's stores of a warp: positions nn and nn + 1 of the tile (flattened over box
-// rows of wbox columns) for channels m0 .. m0 + 15 of the tile, staged channel i at
+// rows of wbox columns) for channels m0 .. m0 + kCh - 1 of the tile, staged channel i at
 // staged[i * pitch] (two floats), plus the bias, where the position is an output (row
 // below `rows`, column below `cols`) and the channel below m0 + mcount. One 2-element
 // store where both are outputs and adjacent in y; zero: a tile without MMAs (its
@@ -539,7 +572,7 @@ __device__ __forceinline__ void store_channel(T* q, int64_t d1, const float2 v, 
   }
 }
 
-template <typename T, int kUnroll>
+template <typename T, int kUnroll, int kCh = 16>
 __device__ __forceinline__ void store_two_positions(T* y, const float* staged, int pitch, int nn,
                                                     int m0, int mcount, const EpiInfo* info,
                                                     int wbox, int rows, int cols, int64_t ys1,
@@ -560,11 +593,11 @@ __device__ __forceinline__ void store_two_positions(T* y, const float* staged, i
   const float* bias = info->bias + m0;
   if (zero) {
 #pragma unroll 1
-    for (int i = 0; i < min(mcount, 16); ++i, q += ys1)
+    for (int i = 0; i < min(mcount, kCh); ++i, q += ys1)
       store_channel<T>(q, d1, make_float2(0.f, 0.f), bias[i], pair, v0, v1);
-  } else if (mcount >= 16) {
+  } else if (mcount >= kCh) {
 #pragma unroll kUnroll
-    for (int i = 0; i < 16; ++i, q += ys1)
+    for (int i = 0; i < kCh; ++i, q += ys1)
       store_channel<T>(q, d1, *reinterpret_cast<const float2*>(staged + i * pitch), bias[i],
                        pair, v0, v1);
   } else {
@@ -674,7 +707,11 @@ __device__ __forceinline__ void raw_steps(float (&acc)[MB][NC / 2], uint32_t (&a
 // (N / 64 m64 blocks) x NC channels, for narrow groups.
 // kRaw (float as TF32, position-major tiles): A from registers, loaded from the raw input box
 // (see the top of this file).
-template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false>
+// FOLD > 1 (position-major tiles, not kSplit or kRaw): the W taps of a phase folded into
+// wgmma's N (see the top of this file): N = NC x FOLD columns, column f * NC + c the
+// products with W tap f of channel c, one MMA step per (H tap, 32 bytes of channels) on the
+// unshifted box; the epilogue sums the taps' columns at their shifts.
+template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1>
 __global__ void __launch_bounds__(kThreads, 2)
     fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
   static_assert(!kSplit || sizeof(T) == 4, "split TF32 is for float");
@@ -682,13 +719,16 @@ __global__ void __launch_bounds__(kThreads, 2)
                 "the input read in place: TF32 on position-major tiles");
   static_assert(NC == 0 || (N % 64 == 0 && N <= 256 && NC % 8 == 0 && NC <= kM),
                 "position-major tiles: m64 blocks of positions, at most 64 channels");
+  static_assert(FOLD == 1 || (NC > 0 && !kSplit && !kRaw && NC * FOLD <= 256),
+                "W taps fold into position-major tiles' N, at most 256 columns");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace tma;
   constexpr int kc = Kc<T>::value;
   constexpr bool kPos = NC > 0;
   constexpr int kMB = kPos ? N / 64 : 1;  // m64 blocks of the accumulators
-  constexpr int kNA = kPos ? NC : N;      // wgmma N
-  constexpr int kCw = kPos ? NC : kM;     // output channels per tile
+  constexpr int kNA = kPos ? NC * FOLD : N;  // wgmma N
+  constexpr int kCw = kPos ? NC * FOLD : kM;  // weight tile rows (output channels x folded taps)
+  constexpr bool kFold = FOLD > 1;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Stages (1024-byte aligned: the swizzle patterns), then the headers, the epilogue's
   // staging, the tile info and the barriers.
@@ -720,7 +760,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (lane != 0) return;
     int stage = 0;
     uint32_t parity = 0;
-    const int tmax_hw = p.tmax[1] * p.tmax[2];
+    // Weight tiles per H tap of a K step: one per W tap, or one with the W taps folded.
+    const int tmax_hw = p.tmax[1] * (kFold ? 1 : p.tmax[2]);
     // The next tile's index is asked for one tile ahead (an atomic's round trip is long),
     // and a phase's taps are recomputed only when the phase changes.
     int next = atomicAdd(p.counter, 1);
@@ -777,15 +818,19 @@ __global__ void __launch_bounds__(kThreads, 2)
                              int64_t(qw0 * p.stride[2] + rw) * p.y_str[4];
           for (int i = 0; i < rows; ++i)
             hd->base[i] = b0 + int64_t((qh0 + i) * p.stride[1] + rh) * p.y_str[3];
+          hd->fcw = tw.count;
+          hd->fdoff = tw.doff;
         }
         if (mma) {
           const int jh0 = hbi * p.hb;
           const int hcnt = min(p.hb, th.count - jh0);
+          // (Folded, the MMA steps run the unshifted box once per H tap.)
+          const int wtiles = kFold ? 1 : tw.count;
           hd->hcnt = hcnt;
-          hd->cw = tw.count;
+          hd->cw = wtiles;
           hd->shift_h = th.doff * p.wbox;
           hd->doff_w = tw.doff;
-          const uint32_t wbytes = uint32_t(hcnt * tw.count) * p.tile_bytes;
+          const uint32_t wbytes = uint32_t(hcnt * wtiles) * p.tile_bytes;
           mbar_arrive_expect_tx(full, (uint32_t(p.box_bytes) + wbytes) * (kSplit ? 2u : 1u));
           const int w0 = qw0 + tw.off0 - (tw.count - 1) * tw.doff;
           const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
@@ -799,7 +844,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             tma_load_5d(box, &map, full, 0, w0, h0, d0, ngc0 + cb);
           }
           const int64_t wt = ((wtile0 + int64_t(jd) * p.cblocks + cb) * tmax_hw +
-                              int64_t(jh0) * tw.count) * p.tile_bytes;
+                              int64_t(jh0) * wtiles) * p.tile_bytes;
           const unsigned char* wp = static_cast<const unsigned char*>(p.wp);
           bulk_load(box + p.w_off, wp + wt, wbytes, full);
           if constexpr (kSplit) {
@@ -972,6 +1017,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       info->rows = hd->rows;
       info->cols = hd->cols;
       info->col_step = hd->col_step;
+      info->fcw = hd->fcw;
+      info->fdoff = hd->fdoff;
     }
     named_sync_consumers();  // every read of the header is done: release its stage
     mbar_arrive(empty0 + 8 * prev);
@@ -1000,7 +1047,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                                  co_valid - warp * 16, info, p.wbox, rows, cols, ys1, !has_mma);
         __syncwarp();
       }
-    } else {
+    } else if constexpr (!kFold) {
       // Position-major tile: acc[i][4p + 2h + s] is position 64i + 16w + 8h + g, channel
       // 8p + 2t + s. Warp w owns positions 64i + 16w .. 64i + 16w + 15 (16 kMB of them);
       // it stages them 16 channels at a time (position-minor, pitch 16 kMB + 4: the
@@ -1035,6 +1082,54 @@ __global__ void __launch_bounds__(kThreads, 2)
                                                      cols, ys1, !has_mma);
         __syncwarp();
       }
+    } else {
+      // Folded W taps: acc[i][4p + 2h + s] is position 64i + 16w + 8h + g, column 8p + 2t + s,
+      // which is W tap f = p / (NC / 8) of channel 8 (p % (NC / 8)) + 2t + s. Output position
+      // n sums tap f's column of position n + (cw - 1 - f) * doff (the shift the unfolded
+      // MMA step gives that tap). The warpgroup adds the taps into a shared [NC][kNP + 4]
+      // buffer, one tap per round between barriers (within a round every target is one
+      // thread's), then stores each channel's positions two per thread.
+      constexpr int kNP = 64 * kMB;
+      constexpr int kOPitch = kNP + 4;  // (2t + s) * kOPitch + g: 32 banks for a warp
+      // (Targets before position 0 go to the thread's own slot past the buffer, so that no
+      // accumulator is read on a divergent path: ptxas would serialize the wgmma, C7520.)
+      static_assert((NC * kOPitch + 128) * 4 <= kEpiBytes, "the folded sums fit the staging area");
+      const int trash = NC * kOPitch + int(threadIdx.x);
+      // (Broadcast, so that ptxas sees the tap tests below as uniform: C7520 otherwise.)
+      const int fcw = __shfl_sync(0xffffffffu, has_mma ? info->fcw : 0, 0);
+      const int fdoff = info->fdoff;
+      named_sync_consumers();  // the previous tile's stores have read the buffer
+#pragma unroll
+      for (int f = 0; f < FOLD; ++f) {
+        if (f < fcw) {
+          const int sh = (fcw - 1 - f) * fdoff;
+#pragma unroll
+          for (int i = 0; i < kMB; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int n = 64 * i + 16 * warp + 8 * h + g8 - sh;
+#pragma unroll
+              for (int c = 0; c < NC / 8; ++c)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                  const float v = acc[i][4 * (f * (NC / 8) + c) + 2 * h + e];
+                  const int at = n >= 0 ? (2 * t4 + 8 * c + e) * kOPitch + n : trash;
+                  epi[at] = f == 0 ? v : epi[at] + v;
+                }
+            }
+          named_sync_consumers();
+        }
+      }
+      const int nn = 2 * int(threadIdx.x);
+      if (nn < kNP) {
+#pragma unroll 1
+        for (int c8 = 0; c8 < NC; c8 += 8)
+          store_two_positions<T, 8, 8>(y, epi + c8 * kOPitch + nn, kOPitch, nn, c8,
+                                       co_valid - c8, info, p.wbox, rows, cols, ys1, !has_mma);
+      }
+      // (The warp reconverges after the stores' divergent paths before the next tile's
+      // wgmma: without it ptxas serializes them, C7520.)
+      __syncwarp();
     }
   }
 #endif
