@@ -20,7 +20,7 @@
 #   bash scripts/gpu_check.sh build install wg-steps   # the wgmma kernel's K steps against its planner
 #   bash scripts/gpu_check.sh install wup   # zeros inserted along W, on against off
 #   bash scripts/gpu_check.sh build install raw   # the input read in place, on against off
-#   bash scripts/gpu_check.sh build install fold   # W taps folded into N, on against off
+#   bash scripts/gpu_check.sh build install fold   # W taps folded into N wherever they can be, against nowhere
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side, compared case by case with BENCH_BASELINE, by default
@@ -285,7 +285,7 @@ if has raw; then
     tee -a "$SUMMARY"
 fi
 if has fold; then
-  # The W taps folded into N (the default) against unfolded position-major tiles
+  # The W taps folded into N wherever the tile can (CONVT_WG_FOLD=1) against unfolded tiles
   # (CONVT_WG_FOLD=0), fp32 with TF32 and bf16, 10 runs a side: the suite's narrow-group
   # cases (FOLD_CASES), the wgmma kernel asked for on those the dispatch gives the TMA
   # kernel in fp32, and layers of published models with narrow outputs (FOLD_SHAPES).

@@ -355,23 +355,25 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   // shared-memory reads in proportion to the reduction per column (input channels x D taps
   // x H taps) times the W taps, against an epilogue fold times as long and, for 24 or 32
   // channels, tiles of 128 or 64 positions instead of 256. Measured on an H200
-  // (docs/kernels.md), it paid with 5 or more W taps and a reduction per column of 256 or
-  // more (kb58, 7 taps x 480: 1.33x in TF32, 1.15x in bfloat16; a 64 -> 32 layer with 5 x
-  // 320: 1.14x / 1.00x) and lost with shallower ones or fewer taps (kb75 0.55x, kb73 0.48x
-  // in bfloat16, kb71 0.62x): the planner folds there. CONVT_WG_FOLD=1 folds wherever the
-  // tile can, CONVT_WG_FOLD=0 nowhere.
+  // (docs/kernels.md: folded wherever the tile can against nowhere, 10 runs a side), it paid
+  // on kb58 (16 channels, 7 W taps, 480 per column: 1.49x in TF32, 1.34x in bfloat16) and
+  // lost with shallower reductions, fewer taps or 64-position tiles (kb75 0.55x, kb73 0.47x
+  // in bfloat16, kb78 0.39x; a 64 -> 32 layer with 5 x 320 on 64 positions 0.69x): the
+  // planner folds where the widest phase has 5 or more W taps, the reduction per column is
+  // 256 or more and the tile keeps 128 positions or more. CONVT_WG_FOLD=1 folds wherever
+  // the tile can, CONVT_WG_FOLD=0 nowhere.
   int fold = 1;
   {
     const char* env = std::getenv("CONVT_WG_FOLD");
     const int fold_env = env != nullptr && *env != '\0' ? std::atoi(env) : -1;
     const int64_t k_col = cig * tmax[0] * tmax[1];
-    const bool want = fold_env == 1 || (fold_env != 0 && tmax[2] >= 5 && k_col >= 256);
-    if (nc > 0 && nc <= 32 && !raw && copies == 1 && want && tmax[2] >= 2)
+    if (nc > 0 && nc <= 32 && !raw && copies == 1 && fold_env != 0 && tmax[2] >= 2)
       for (int i = 0; i < wg::kNumFolds; ++i)
         if (wg::fold_choice(i) >= tmax[2]) {
           fold = wg::fold_choice(i);
           break;
         }
+    if (fold_env != 1 && !(tmax[2] >= 5 && k_col >= 256 && nc * fold <= 128)) fold = 1;
   }
   const int64_t wtaps = fold > 1 ? fold : tmax[2];  // weight tiles' W taps per H tap
   // (Reading in place, K steps are at least 4 kc channels: see try_step.)

@@ -504,9 +504,9 @@ TEST(CudaPlanner, ZerosAlongWRunTheStridedProblemAsUnstrided) {
 // 2, 3, 4, 5 or 7, into at most 256 columns; its box rows fit its positions, its stages hold
 // a (fold x nc)-column weight tile per H tap, and the epilogue's sums (nc x (positions + 4)
 // floats, plus a slot per thread) fit the 18 KB staging area. Split TF32, channel-major
-// tiles and more W taps do not fold. By default only plans with 5 or more W taps and a
+// tiles and more W taps do not fold. By default only plans with 5 or more W taps, a
 // reduction per column (input channels x D taps x H taps of the widest phases) of 256 or
-// more fold; CONVT_WG_FOLD=0 turns it off.
+// more and at most 128 columns (128 positions or more) fold; CONVT_WG_FOLD=0 turns it off.
 TEST(CudaPlanner, FoldedWTapsFitTheirTileAndEpilogue) {
   int folded = 0, widths[8] = {}, by_default = 0;
   setenv("CONVT_WG_FOLD", "1", 1);
@@ -558,6 +558,8 @@ TEST(CudaPlanner, FoldedWTapsFitTheirTileAndEpilogue) {
                                   pk.kernel_size[d]).max_count;
     EXPECT_GE(plan.wg_fold, 5);
     EXPECT_GE(k_col, 256);
+    EXPECT_LE(plan.wg_nc * plan.wg_fold, 128);
+    EXPECT_GE(plan.wg_n, 128);
   });
   EXPECT_GT(by_default, 0);
 }

@@ -52,6 +52,14 @@
 // (one wgmma fence each) whose A lives in one of two register sets, alternating, each batch
 // waiting for the one before the last.
 //
+// Position-major tiles may fold the W taps into N (template argument FOLD;
+// ImplicitGemmFpropPlan::wg_fold): the weight tile of an H tap holds NC x FOLD columns,
+// column f * NC + c the weights of W tap f for channel c, and each MMA step runs the
+// unshifted box against it, so that the accumulators hold every tap's products Z_f at
+// every box position; output n is then the sum over f of Z_f[n + (cw - 1 - f) * doff],
+// which the epilogue adds up in shared memory (the box is read once per H tap instead of
+// once per (H tap, W tap), what bounds narrow tiles).
+//
 // Memory-bound problems with a W stride s may run as W stride 1 over a copy with zeros
 // inserted along W (TransposeParams::wup: input column w at copy column w * s), so that
 // each tile stores whole output rows rather than every s-th column (see
