@@ -12,6 +12,7 @@
 #   mkdir -p ab/x && git archive exp/x | tar -x -C ab/x
 # then, on the GPU machine (with ab/ carried along: it is not tracked),
 #   bash scripts/gpu_ab.sh --dtype fp32,bf16 --math default -- base=. x=ab/x
+# The first tree's bench is preceded by a throw-away one (AB_WARMUP=0 skips it).
 # Logs and JSON go to $OUT (default ./out): ab-NAME-install.log, ab-NAME-bench.log,
 # bench-NAME.json, ab-compare.txt. The first tree is the reference of the ratios.
 set -uo pipefail
@@ -56,6 +57,12 @@ for spec in "$@"; do
     installed=$dir
   fi
   t1=$(date +%s)
+  if [ ${#jsons[@]} -eq 0 ] && [ "${AB_WARMUP:-1}" != 0 ]; then
+    # A throw-away run first: on a fresh machine the first bench ran 4-40% slower on every
+    # case (H200; docs/kernels.md, the even-width experiment). AB_WARMUP=0 skips it.
+    env "${envs[@]}" python3 -m convt bench "${bench_args[@]}" --reps 3 -q \
+      >"$OUT/ab-warmup.log" 2>&1
+  fi
   env "${envs[@]}" python3 -m convt bench "${bench_args[@]}" --json "$OUT/bench-$name.json" -q \
     >"$OUT/ab-$name-bench.log" 2>&1
   rc=$?
