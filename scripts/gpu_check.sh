@@ -190,10 +190,10 @@ fi
 if has wg-test; then
   # The persistent wgmma kernel's tests (CudaWgmmaPath: every TMA case and its own;
   # CudaWgmmaTiles: its other tiles).
-  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*'
+  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*'
   grep -E "PASSED|FAILED" "$OUT/wg-test.log" | tail -12 | tee -a "$SUMMARY"
   if [ -n "${WG_TEST_ENV:-}" ]; then  # the same tests again with one more setting
-    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*'
+    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*'
     grep -E "PASSED|FAILED" "$OUT/wg-test-env.log" | tail -12 | tee -a "$SUMMARY"
   fi
 fi
@@ -201,12 +201,12 @@ if has wg-sanitize; then
   # (With WG_TEST_ENV, each tool runs a second time with that setting.)
   for tool in memcheck racecheck initcheck; do
     step "wg-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
-      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*'
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*'
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
     if [ -n "${WG_TEST_ENV:-}" ]; then
       step "wg-sanitize-env-$tool" env CONVT_TEST_QUICK=1 $WG_TEST_ENV compute-sanitizer \
         --tool "$tool" --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" \
-        --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*'
+        --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*'
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-env-$tool.log" | tail -3 | tee -a "$SUMMARY"
     fi
   done
@@ -304,6 +304,28 @@ if has fold; then
       --dtype fp32,bf16 --math default --reps 10 --json "$OUT/bench-fold-shapes-$v.json" -q
   done
   for f in fold fold-wg fold-shapes; do
+    python3 scripts/bench_compare.py "$OUT/bench-$f-0.json" "$OUT/bench-$f-1.json" | tee -a "$SUMMARY"
+  done
+fi
+if has scatter; then
+  # The W taps scattered (CONVT_WG_SCATTER=1, wherever they can run) against the dispatch
+  # without them (0), fp32 with TF32 and bf16, 10 runs a side, after a throw-away run: the
+  # suite's narrow strided cases (SCATTER_CASES), then layers of published models with
+  # narrow strided outputs (SCATTER_SHAPES).
+  SCATTER_CASES=${SCATTER_CASES:-kb72,kb75}
+  SCATTER_SHAPES=${SCATTER_SHAPES:-"2d N=16 C=64->3 in=128x128 k=4 s=2 p=1;2d N=8 C=128->16 in=64x64 k=4 s=2 p=1;1d N=16 C=64->16 in=8192 k=7 s=4 p=3 op=3;3d N=2 C=32->8 in=16x32x32 k=3 s=2 p=1 op=1"}
+  IFS=';' read -ra SC_LIST <<<"$SCATTER_SHAPES"
+  SC_SHAPE_ARGS=()
+  for sh in "${SC_LIST[@]}"; do SC_SHAPE_ARGS+=(--shape "$sh"); done
+  python3 -m convt bench --case "$SCATTER_CASES" --dtype fp32,bf16 --reps 3 -q >/dev/null 2>&1
+  for v in 0 1; do
+    step "scatter-$v" env CONVT_WG_SCATTER=$v python3 -m convt bench --case "$SCATTER_CASES" \
+      --dtype fp32,bf16 --math default --reps 10 --json "$OUT/bench-scatter-$v.json" -q
+    step "scatter-shapes-$v" env CONVT_WG_SCATTER=$v python3 -m convt bench \
+      "${SC_SHAPE_ARGS[@]}" --dtype fp32,bf16 --math default --reps 10 \
+      --json "$OUT/bench-scatter-shapes-$v.json" -q
+  done
+  for f in scatter scatter-shapes; do
     python3 scripts/bench_compare.py "$OUT/bench-$f-0.json" "$OUT/bench-$f-1.json" | tee -a "$SUMMARY"
   done
 fi

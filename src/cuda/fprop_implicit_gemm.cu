@@ -315,7 +315,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
     tmax[d] = (p.kernel_size[d] + step - 1) / step;
     doff[d] = step * p.dilation[d] / p.stride[d];
   }
-  const int64_t halo_w = (tmax[2] - 1) * doff[2];
+  int64_t halo_w = (tmax[2] - 1) * doff[2];
   if (halo_w > 248) return no("the W taps' input window is wider than a TMA box");
   const int hb_env = wg_env_int("CONVT_WG_HB"), bk_env = wg_env_int("CONVT_WG_BK");
   // The tile's channels. wgmma's M is 64 rows: 64 channels x N positions, unless a group
@@ -375,6 +375,38 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
         }
     if (fold_env != 1 && !(tmax[2] >= 5 && k_col >= 256 && nc * fold <= 128)) fold = 1;
   }
+  // The W taps scattered (position-major tiles of at most 16 channels, TF32 and 16-bit
+  // types, a W stride of 2 or more and 2 to 7 W taps; CONVT_WG_SCATTER=1 asks for it):
+  // every W tap of every W phase folded into N over the input's own columns, each product
+  // added to the one output column it belongs to (o = i * s - pad + kw * dil), the tile's
+  // outputs sc_wo = s * wv whole columns. The kernel then runs W with stride 1 and one
+  // phase; the box of a segment starts sc_clo input columns from its first output column
+  // divided by s, and holds wv + its halo columns.
+  const int64_t sw = p.stride[2];
+  int64_t sc_clo = 0, sc_max_out = 0;
+  bool scatter = false;
+  {
+    const int sc_env = wg_env_int("CONVT_WG_SCATTER");
+    const int64_t kw = p.kernel_size[2], dil = p.dilation[2], pad = p.padding[2];
+    if (sc_env == 1 && nc > 0 && nc <= 16 && !raw && copies == 1 && sw > 1 && kw >= 2 &&
+        kw <= 7) {
+      auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+      sc_clo = -floor_div((kw - 1) * dil - pad, sw);  // ceil((pad - (kw - 1) dil) / s)
+      const int64_t halo = floor_div(sw - 1 + pad, sw) - sc_clo;
+      if (halo <= 248) {
+        scatter = true;
+        halo_w = halo;
+        for (int i = 0; i < wg::kNumFolds; ++i)
+          if (wg::fold_choice(i) >= kw) {
+            fold = wg::fold_choice(i);
+            break;
+          }
+        // Output columns of a tile's rows: nc x (rows x sc_wo rounded up to 32, + 4) floats
+        // and a slot per consumer thread fit the staging area.
+        sc_max_out = ((wg::kEpiBytes / 4 - 128) / nc - 4) / 32 * 32;
+      }
+    }
+  }
   const int64_t wtaps = fold > 1 ? fold : tmax[2];  // weight tiles' W taps per H tap
   // (Reading in place, K steps are at least 4 kc channels: see try_step.)
   const int64_t cig_min = round_up(cig, (raw ? 4 : 2) * kc);
@@ -391,7 +423,8 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   const double k_avg = double(cig) *
                        double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]) /
                        double(p.stride[0] * p.stride[1] * p.stride[2]);
-  const int64_t extra_segs = k_avg >= 512 ? 16 : 0;
+  // (Scattered W taps: also where the staging area bounds the rows x output columns.)
+  const int64_t extra_segs = k_avg >= 512 || scatter ? 16 : 0;
   // Reading in place, a box row is the flattening width itself: the segment, its W halo and
   // up to 3 columns in front (the raw box starts 16-byte aligned), rounded up to 4 columns.
   const int64_t raw_lead = raw ? 3 : 0;
@@ -407,7 +440,9 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
     for (int64_t segs = seg_min; segs <= seg_min + extra_segs; ++segs) {
       const int64_t wv = (q[2] + segs - 1) / segs;
       if (wv < 8 && segs > seg_min) break;
-      const int64_t rows = std::min<int64_t>({n / box_width(wv), q[1], int64_t(wg::kMaxRows)});
+      int64_t rows = std::min<int64_t>({n / box_width(wv), q[1], int64_t(wg::kMaxRows)});
+      if (scatter) rows = std::min<int64_t>(rows, sc_max_out / (sw * wv));
+      if (rows <= 0) continue;
       const int64_t row_groups = (q[1] + rows - 1) / rows;
       const int64_t col_segs = (q[2] + wv - 1) / wv;
       const double used = double(q[1] * q[2]) / double(row_groups * col_segs * n);
@@ -532,11 +567,14 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   plan.wg_rows = int(best_rows);
   plan.wg_raw = raw;
   plan.wg_fold = fold;
+  plan.wg_scatter = scatter;
+  plan.wg_sc_clo = int(sc_clo);
   plan.wg_used = best_used;
   for (int d = 0; d < 3; ++d) plan.wg_tmax[d] = int(tmax[d]);
   plan.wg_cblocks = int((cig + plan.wg_bk - 1) / plan.wg_bk);
   const int64_t co_tiles = (cog + cw - 1) / cw;
-  const int64_t phases = p.stride[0] * p.stride[1] * p.stride[2];
+  // (Scattered W taps: one W phase.)
+  const int64_t phases = p.stride[0] * p.stride[1] * (scatter ? 1 : p.stride[2]);
   const int64_t segs = (q[2] + best_wv - 1) / best_wv;
   const int64_t row_groups = (q[1] + best_rows - 1) / best_rows;
   const int64_t tiles = p.groups * co_tiles * phases * p.batch * q[0] * row_groups * segs;
@@ -667,7 +705,9 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
     bool upsampled = false;
     if (p.stride[2] > 1) {
       const char* env = std::getenv("CONVT_WG_WUP");
-      const int wup_env = env != nullptr && *env != '\0' ? std::atoi(env) : -1;
+      // (CONVT_WG_SCATTER=1 asks for the scattered W taps instead, where they can run.)
+      const int wup_env = wg_env_int("CONVT_WG_SCATTER") == 1 ? 0
+                          : env != nullptr && *env != '\0' ? std::atoi(env) : -1;
       if (wup_env != 0) {
         ImplicitGemmFpropPlan up = plan;
         plan_wgmma_tile(w_upsampled(p, p.stride[2]), up);
@@ -985,6 +1025,8 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
       plan.wg_fold > 1 ? detail::str_cat(" folded into N (", plan.wg_nc, " x ", plan.wg_fold,
                                          " columns)")
                        : std::string(),
+      plan.wg_scatter ? detail::str_cat(", W taps scattered (stride ", p.stride[2], ")")
+                      : std::string(),
       ", ", plan.wg_stages, " stages",
       plan.wg_wup > 1 ? detail::str_cat(", zeros inserted along W (stride ", plan.wg_wup,
                                         " run as 1)")

@@ -63,6 +63,13 @@ struct ImplicitGemmFpropPlan {
   // per (W tap, channel), over wg_n = wg::fold_positions(wg_nc, wg_fold) positions; 1: not
   // folded.
   int wg_fold = 1;
+  // W taps scattered (with wg_fold; CONVT_WG_SCATTER=1): every W tap of every W phase folded
+  // into N over the input's columns, each product added to its output column; the kernel
+  // runs W with stride 1 and one phase, a segment's box starting wg_sc_clo input columns
+  // after its first output column divided by the W stride, and stores wg_wv x the W stride
+  // whole output columns per row.
+  bool wg_scatter = false;
+  int wg_sc_clo = 0;
   std::string describe() const;
 };
 

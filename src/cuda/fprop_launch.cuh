@@ -389,6 +389,8 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     pk.tmax[d] = plan.wg_tmax[d];
   }
   if (fold > 1) pk.tmax[2] = 1;
+  // (W taps scattered: W runs with stride 1, every tap in one phase, tap f in column block f.)
+  if (plan.wg_scatter) pk.stride[2] = 1;
   const int64_t packed = wg::packed_weight_elems(pk);
   const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
   wg::pack_weight_wgmma_kernel<T><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
@@ -492,6 +494,15 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   }
   fp.wbox = plan.wg_wbox;
   fp.hbox = plan.wg_hbox;
+  if (plan.wg_scatter) {
+    fp.sc = 1;
+    fp.sc_s = int(p.stride[2]);
+    fp.sc_clo = plan.wg_sc_clo;
+    fp.sc_e0 = plan.wg_sc_clo * fp.sc_s - int(p.padding[2]);
+    fp.sc_dil = int(p.dilation[2]);
+    fp.sc_wo = plan.wg_wv * fp.sc_s;
+    fp.sc_pitch = (plan.wg_rows * fp.sc_wo + 31) / 32 * 32 + 4;
+  }
   fp.rows = plan.wg_rows;
   fp.wv = plan.wg_wv;
   fp.hb = plan.wg_hb;

@@ -893,6 +893,63 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaUnfolded,
                                           quick_mode() ? 6 : 2),
                          tma_case_name);
 
+// W taps scattered (CONVT_WG_SCATTER=1: position-major tiles of at most 16 channels with a
+// W stride of 2 or more and 2 to 7 W taps): a generator's last layer (64 -> 3, kernel 4,
+// stride 2), grouped 3-D strides with output_padding, strides 3-5 (output columns without
+// taps: the bias only), dilation with stride 2 (every other column tap-less), two taps,
+// odd sizes, long rows (segments), groups with bias, channels_last input. Strict float32
+// (split TF32) does not scatter.
+std::vector<Case> scatter_cases() {
+  std::vector<Case> v;
+  auto add = [&](Problem p, Layout layout = Layout::kContiguous) { v.push_back({p, layout}); };
+  add(make_problem(2, 2, 64, 3, 1, {16, 24, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(3, 2, 32, 32, 4, {6, 8, 12}, {3, 5, 7}, {2, 2, 2}, {1, 2, 3}, {1, 1, 1},
+                   {1, 1, 1}, false));
+  add(make_problem(1, 2, 16, 16, 1, {200, 1, 1}, {5, 1, 1}, {3, 1, 1}, {2, 0, 0}, {1, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 16, 12, 1, {7, 40, 1}, {3, 3, 1}, {1, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 2, 1}, true));
+  add(make_problem(2, 2, 16, 8, 1, {5, 30, 1}, {3, 3, 1}, {2, 5, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(1, 3, 8, 5, 1, {333, 1, 1}, {7, 1, 1}, {4, 1, 1}, {3, 0, 0}, {3, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 16, 16, 1, {9, 50, 1}, {2, 2, 1}, {2, 2, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, false));
+  add(make_problem(2, 2, 32, 16, 1, {10, 20, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 1, 0},
+                   {1, 1, 1}, true),
+      Layout::kChannelsLast);
+  add(make_problem(1, 2, 24, 8, 1, {1500, 1, 1}, {5, 1, 1}, {2, 1, 1}, {2, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 32, 16, 2, {6, 31, 1}, {3, 6, 1}, {2, 3, 1}, {1, 2, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  return v;
+}
+
+const std::vector<Case>& scatter_case_list() {
+  static const std::vector<Case> all = scatter_cases();
+  return all;
+}
+
+class CudaWgmmaScatter : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaScatter, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const Case& c = scatter_case_list()[static_cast<size_t>(GetParam())];
+  const ScopedEnv env("CONVT_WG_SCATTER", "1");
+  check_wgmma_case(c, 7919u * uint64_t(GetParam()) + 19,
+                   [](const Precision& precision, bool split, const std::string& what) {
+                     EXPECT_EQ(what.find("W taps scattered") != std::string::npos, !split)
+                         << precision.name << ": " << what;
+                   });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaScatter,
+                         ::testing::Range(0, static_cast<int>(scatter_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         tma_case_name);
+
 // Zeros inserted along W (CONVT_WG_WUP=1 asks for them wherever W is strided): every wgmma
 // case with a W stride, plus a channels_last input with W stride 3 (the untiled copy), a W
 // that is no whole number of 16-byte chunks (the tiled copy's scalar loads), groups with

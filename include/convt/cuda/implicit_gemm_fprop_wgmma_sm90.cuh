@@ -207,6 +207,11 @@ struct Params {
   // start w_small bytes into the packed weight.
   int w_off, xs_off, ws_off, split_ngc;
   int64_t w_small;
+  // W taps scattered (FOLD tiles only; the kernel then runs W with stride 1 and one phase,
+  // see the top of this file): sc 1; the W stride, the first input column of a segment
+  // counted from its first output column divided by the stride, e0 = sc_clo * sc_s - pad,
+  // the dilation, output columns per segment (sc_s * wv) and the sums' channel pitch.
+  int sc, sc_s, sc_clo, sc_e0, sc_dil, sc_wo, sc_pitch;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -792,7 +797,10 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int qh0 = rg * p.rows, qw0 = cs * p.wv;
       if (qd >= phase_extent(p.out[0], p.stride[0], rd)) continue;
       const int rows = min(p.rows, phase_extent(p.out[1], p.stride[1], rh) - qh0);
-      const int cols = min(p.wv, phase_extent(p.out[2], p.stride[2], rw) - qw0);
+      // (W taps scattered: the tile's outputs are sc_wo whole columns from qw0 * sc_s on.)
+      const int ow0 = p.sc ? qw0 * p.sc_s : qw0 * p.stride[2] + rw;
+      const int cols = p.sc ? min(p.sc_wo, p.out[2] - ow0)
+                            : min(p.wv, phase_extent(p.out[2], p.stride[2], rw) - qw0);
       if (rows <= 0 || cols <= 0) continue;
       if (ph != last_ph) {
         td = phase_taps(rd, p.stride[0], p.pad[0], p.dil[0], p.k[0]);
@@ -823,7 +831,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           hd->col_step = int64_t(p.stride[2]) * p.y_str[4];
           const int64_t b0 = int64_t(n) * p.y_str[0] +
                              int64_t(qd * p.stride[0] + rd) * p.y_str[2] +
-                             int64_t(qw0 * p.stride[2] + rw) * p.y_str[4];
+                             int64_t(ow0) * p.y_str[4];
           for (int i = 0; i < rows; ++i)
             hd->base[i] = b0 + int64_t((qh0 + i) * p.stride[1] + rh) * p.y_str[3];
           hd->fcw = tw.count;
@@ -840,7 +848,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           hd->doff_w = tw.doff;
           const uint32_t wbytes = uint32_t(hcnt * wtiles) * p.tile_bytes;
           mbar_arrive_expect_tx(full, (uint32_t(p.box_bytes) + wbytes) * (kSplit ? 2u : 1u));
-          const int w0 = qw0 + tw.off0 - (tw.count - 1) * tw.doff;
+          const int w0 = p.sc ? qw0 + p.sc_clo : qw0 + tw.off0 - (tw.count - 1) * tw.doff;
           const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
           const int d0 = qd + td.off0 - jd * td.doff;
           const uint32_t box = smem_addr(st);
@@ -1102,38 +1110,63 @@ __global__ void __launch_bounds__(kThreads, 2)
       // (Targets before position 0 go to the thread's own slot past the buffer, so that no
       // accumulator is read on a divergent path: ptxas would serialize the wgmma, C7520.)
       static_assert((NC * kOPitch + 128) * 4 <= kEpiBytes, "the folded sums fit the staging area");
-      const int trash = NC * kOPitch + int(threadIdx.x);
+      // W taps scattered (p.sc): box column j of box row r, tap f, goes to output column
+      // j * s + e0 + f * dil of the tile's row r (kept where that is one of its sc_wo
+      // columns); the sums are [NC][sc_pitch] floats (rows x sc_wo of them), zeroed first
+      // since not every column gets every round. (The planner keeps them and the slots
+      // below within the staging area.)
+      const bool sc = p.sc != 0;
+      const int pitch = sc ? p.sc_pitch : kOPitch;
+      const int trash = NC * pitch + int(threadIdx.x);
       // (Broadcast, so that ptxas sees the tap tests below as uniform: C7520 otherwise.)
       const int fcw = __shfl_sync(0xffffffffu, has_mma ? info->fcw : 0, 0);
       const int fdoff = info->fdoff;
       named_sync_consumers();  // the previous tile's stores have read the buffer
+      if (sc) {
+        for (int k = int(threadIdx.x); k < NC * pitch; k += 128) epi[k] = 0.f;
+        named_sync_consumers();
+      }
 #pragma unroll
       for (int f = 0; f < FOLD; ++f) {
         if (f < fcw) {
           const int sh = (fcw - 1 - f) * fdoff;
+          const int ef = p.sc_e0 + f * p.sc_dil;
 #pragma unroll
           for (int i = 0; i < kMB; ++i)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              const int n = 64 * i + 16 * warp + 8 * h + g8 - sh;
+              const int m = 64 * i + 16 * warp + 8 * h + g8;
+              int at0;
+              bool ok;
+              if (sc) {
+                const int r = m / p.wbox;
+                const int o = (m - r * p.wbox) * p.sc_s + ef;
+                ok = r < p.rows && o >= 0 && o < p.sc_wo;
+                at0 = r * p.sc_wo + o;
+              } else {
+                at0 = m - sh;
+                ok = at0 >= 0;
+              }
 #pragma unroll
               for (int c = 0; c < NC / 8; ++c)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                   const float v = acc[i][4 * (f * (NC / 8) + c) + 2 * h + e];
-                  const int at = n >= 0 ? (2 * t4 + 8 * c + e) * kOPitch + n : trash;
-                  epi[at] = f == 0 ? v : epi[at] + v;
+                  const int at = ok ? (2 * t4 + 8 * c + e) * pitch + at0 : trash;
+                  epi[at] = f == 0 && !sc ? v : epi[at] + v;
                 }
             }
           named_sync_consumers();
         }
       }
-      const int nn = 2 * int(threadIdx.x);
-      if (nn < kNP) {
+      // The tile's positions (scatter: rows x sc_wo output columns), two per thread and pass.
+      const int np = sc ? p.rows * p.sc_wo : kNP, fw = sc ? p.sc_wo : p.wbox;
+#pragma unroll 1
+      for (int nn = 2 * int(threadIdx.x); nn < np; nn += 256) {
 #pragma unroll 1
         for (int c8 = 0; c8 < NC; c8 += 8)
-          store_two_positions<T, 8, 8>(y, epi + c8 * kOPitch + nn, kOPitch, nn, c8,
-                                       co_valid - c8, info, p.wbox, rows, cols, ys1, !has_mma);
+          store_two_positions<T, 8, 8>(y, epi + c8 * pitch + nn, pitch, nn, c8, co_valid - c8,
+                                       info, fw, rows, cols, ys1, !has_mma);
       }
       // (The warp reconverges after the stores' divergent paths before the next tile's
       // wgmma: without it ptxas serializes them, C7520.)
