@@ -564,6 +564,50 @@ TEST(CudaPlanner, FoldedWTapsFitTheirTileAndEpilogue) {
   EXPECT_GT(by_default, 0);
 }
 
+// W taps scattered (CONVT_WG_SCATTER=1): plans of at most 16 channels per group, TF32 or
+// 16-bit, with a W stride of 2 or more and 2 to 7 W taps scatter, folding every W tap; a
+// segment's box, from its first input column (brute force: the least input column any of
+// its output columns reads) on, holds every input column its outputs read; the sums (nc x
+// (rows x output columns rounded up to 32, + 4) floats and a slot per thread) fit the 18 KB
+// staging area. Without the setting no plan scatters.
+TEST(CudaPlanner, ScatteredWTapsCoverTheirOutputsAndFitTheStaging) {
+  int scattered = 0;
+  setenv("CONVT_WG_SCATTER", "1", 1);
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg || !plan.wg_scatter) return;
+    ++scattered;
+    const int64_t s = p.stride[2], k = p.kernel_size[2], dil = p.dilation[2], pad = p.padding[2];
+    EXPECT_LE(plan.wg_nc, 16);
+    EXPECT_FALSE(plan.split);
+    EXPECT_GT(s, 1);
+    EXPECT_GE(k, 2);
+    EXPECT_LE(k, 7);
+    EXPECT_GE(plan.wg_fold, k);
+    const int64_t wo = plan.wg_wv * s;  // output columns of a segment (segment 0: 0 .. wo - 1)
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int64_t o = 0; o < wo; ++o)
+      for (int64_t kw = 0; kw < k; ++kw) {
+        const int64_t v = o + pad - kw * dil;
+        if (((v % s) + s) % s != 0) continue;
+        const int64_t i = v >= 0 ? v / s : -((-v) / s);
+        lo = std::min(lo, i);
+        hi = std::max(hi, i);
+      }
+    EXPECT_EQ(plan.wg_sc_clo, lo);
+    EXPECT_LE(hi - lo + 1, plan.wg_wbox);
+    EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
+    const int64_t pitch = (plan.wg_rows * wo + 31) / 32 * 32 + 4;
+    EXPECT_LE((plan.wg_nc * pitch + 128) * 4, 18432);
+  });
+  unsetenv("CONVT_WG_SCATTER");
+  EXPECT_GT(scattered, 10);
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem&, MathMode,
+                                                             const Plan& plan) {
+    EXPECT_FALSE(plan.wg_scatter);
+  });
+}
+
 TEST(CudaPlanner, InputReadInPlaceStaysWithinItsStage) {
   int plans = 0, tf32_plans = 0, conflict_free = 0;
   setenv("CONVT_WG_RAW", "1", 1);
