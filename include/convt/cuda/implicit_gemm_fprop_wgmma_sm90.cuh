@@ -1122,41 +1122,57 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int fcw = __shfl_sync(0xffffffffu, has_mma ? info->fcw : 0, 0);
       const int fdoff = info->fdoff;
       named_sync_consumers();  // the previous tile's stores have read the buffer
+      // (Two loops, so that the folded taps' rounds stay as they were without the scatter:
+      // one load fewer per element in the first round.)
       if (sc) {
         for (int k = int(threadIdx.x); k < NC * pitch; k += 128) epi[k] = 0.f;
         named_sync_consumers();
-      }
 #pragma unroll
-      for (int f = 0; f < FOLD; ++f) {
-        if (f < fcw) {
-          const int sh = (fcw - 1 - f) * fdoff;
-          const int ef = p.sc_e0 + f * p.sc_dil;
+        for (int f = 0; f < FOLD; ++f) {
+          if (f < fcw) {
+            const int ef = p.sc_e0 + f * p.sc_dil;
 #pragma unroll
-          for (int i = 0; i < kMB; ++i)
+            for (int i = 0; i < kMB; ++i)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int m = 64 * i + 16 * warp + 8 * h + g8;
-              int at0;
-              bool ok;
-              if (sc) {
+              for (int h = 0; h < 2; ++h) {
+                const int m = 64 * i + 16 * warp + 8 * h + g8;
                 const int r = m / p.wbox;
                 const int o = (m - r * p.wbox) * p.sc_s + ef;
-                ok = r < p.rows && o >= 0 && o < p.sc_wo;
-                at0 = r * p.sc_wo + o;
-              } else {
-                at0 = m - sh;
-                ok = at0 >= 0;
+                const bool ok = r < p.rows && o >= 0 && o < p.sc_wo;
+                const int at0 = r * p.sc_wo + o;
+#pragma unroll
+                for (int c = 0; c < NC / 8; ++c)
+#pragma unroll
+                  for (int e = 0; e < 2; ++e) {
+                    const float v = acc[i][4 * (f * (NC / 8) + c) + 2 * h + e];
+                    const int at = ok ? (2 * t4 + 8 * c + e) * pitch + at0 : trash;
+                    epi[at] += v;
+                  }
               }
+            named_sync_consumers();
+          }
+        }
+      } else {
 #pragma unroll
-              for (int c = 0; c < NC / 8; ++c)
+        for (int f = 0; f < FOLD; ++f) {
+          if (f < fcw) {
+            const int sh = (fcw - 1 - f) * fdoff;
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                  const float v = acc[i][4 * (f * (NC / 8) + c) + 2 * h + e];
-                  const int at = ok ? (2 * t4 + 8 * c + e) * pitch + at0 : trash;
-                  epi[at] = f == 0 && !sc ? v : epi[at] + v;
-                }
-            }
-          named_sync_consumers();
+            for (int i = 0; i < kMB; ++i)
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const int n = 64 * i + 16 * warp + 8 * h + g8 - sh;
+#pragma unroll
+                for (int c = 0; c < NC / 8; ++c)
+#pragma unroll
+                  for (int e = 0; e < 2; ++e) {
+                    const float v = acc[i][4 * (f * (NC / 8) + c) + 2 * h + e];
+                    const int at = n >= 0 ? (2 * t4 + 8 * c + e) * kOPitch + n : trash;
+                    epi[at] = f == 0 ? v : epi[at] + v;
+                  }
+              }
+            named_sync_consumers();
+          }
         }
       }
       // The tile's positions (scatter: rows x sc_wo output columns), two per thread and pass.
