@@ -376,7 +376,9 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
     if (fold_env != 1 && !(tmax[2] >= 5 && k_col >= 256 && nc * fold <= 128)) fold = 1;
   }
   // The W taps scattered (position-major tiles of at most 16 channels, TF32 and 16-bit
-  // types, a W stride of 2 or more and 2 to 7 W taps; CONVT_WG_SCATTER=1 asks for it):
+  // types, a W stride of 2 or more and 2 to 7 W taps, where the reduction per column (input
+  // channels x D taps x H taps) is 64 or more; CONVT_WG_SCATTER=1 asks for it wherever it
+  // can run, CONVT_WG_SCATTER=0 nowhere):
   // every W tap of every W phase folded into N over the input's own columns, each product
   // added to the one output column it belongs to (o = i * s - pad + kw * dil), the tile's
   // outputs sc_wo = s * wv whole columns. The kernel then runs W with stride 1 and one
@@ -386,10 +388,15 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   int64_t sc_clo = 0, sc_max_out = 0;
   bool scatter = false;
   {
-    const int sc_env = wg_env_int("CONVT_WG_SCATTER");
+    // Measured on an H200 (docs/kernels.md, 10 runs a side, against the dispatch without
+    // it): 1.04x-1.68x in float32 and bfloat16 on six generator-like layers (64 -> 3 with
+    // kernel 4 and stride 2: 1.64x / 1.51x; reductions of 64 to 512 per column), 0.62x-0.67x
+    // on kb72 and kb75 (48 and 24 per column), whose epilogue rounds the MMAs do not pay for.
+    const char* sc_s = std::getenv("CONVT_WG_SCATTER");
+    const int sc_env = sc_s != nullptr && *sc_s != '\0' ? std::atoi(sc_s) : -1;
     const int64_t kw = p.kernel_size[2], dil = p.dilation[2], pad = p.padding[2];
-    if (sc_env == 1 && nc > 0 && nc <= 16 && !raw && copies == 1 && sw > 1 && kw >= 2 &&
-        kw <= 7) {
+    const bool want = sc_env == 1 || (sc_env != 0 && cig * tmax[0] * tmax[1] >= 64);
+    if (want && nc > 0 && nc <= 16 && !raw && copies == 1 && sw > 1 && kw >= 2 && kw <= 7) {
       auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
       sc_clo = -floor_div((kw - 1) * dil - pad, sw);  // ceil((pad - (kw - 1) dil) / s)
       const int64_t halo = floor_div(sw - 1 + pad, sw) - sc_clo;
@@ -702,12 +709,19 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
       opt.forward_kernel == ForwardKernel::kImplicitGemmWgmma) {
     const std::size_t mma_workspace = plan.workspace_bytes;
     const ImplicitGemmFpropPlan before_wgmma = plan;
-    bool upsampled = false;
+    bool upsampled = false, scattered = false;
     if (p.stride[2] > 1) {
+      // Scattered W taps, where the planner takes them, run before zeros inserted along W.
+      ImplicitGemmFpropPlan sc = plan;
+      plan_wgmma_tile(p, sc);
+      if (sc.wg && sc.wg_scatter) {
+        plan = sc;
+        scattered = true;
+      }
+    }
+    if (p.stride[2] > 1 && !scattered) {
       const char* env = std::getenv("CONVT_WG_WUP");
-      // (CONVT_WG_SCATTER=1 asks for the scattered W taps instead, where they can run.)
-      const int wup_env = wg_env_int("CONVT_WG_SCATTER") == 1 ? 0
-                          : env != nullptr && *env != '\0' ? std::atoi(env) : -1;
+      const int wup_env = env != nullptr && *env != '\0' ? std::atoi(env) : -1;
       if (wup_env != 0) {
         ImplicitGemmFpropPlan up = plan;
         plan_wgmma_tile(w_upsampled(p, p.stride[2]), up);
@@ -718,7 +732,7 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
         }
       }
     }
-    if (!upsampled) plan_wgmma_tile(p, plan);
+    if (!upsampled && !scattered) plan_wgmma_tile(p, plan);
     // The input read in place (float32 as TF32; ImplicitGemmFpropPlan::wg_raw) runs only
     // where CONVT_WG_RAW=1 asks for it (wherever it can run). Measured on an H200
     // (docs/kernels.md), it lost to the wgmma kernel with its input copy on most of the

@@ -880,7 +880,7 @@ TEST_P(CudaWgmmaUnfolded, MatchesFloat64Oracle) {
   const std::string reason = wgmma_unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << reason;
   const Case& c = wgmma_case_list()[static_cast<size_t>(GetParam())];
-  const ScopedEnv env("CONVT_WG_FOLD", "0");
+  const ScopedEnv env("CONVT_WG_FOLD", "0"), env_sc("CONVT_WG_SCATTER", "0");
   check_wgmma_case(c, 4099u * uint64_t(GetParam()) + 17,
                    [](const Precision& precision, bool, const std::string& what) {
                      EXPECT_EQ(what.find("folded"), std::string::npos)
@@ -982,7 +982,7 @@ TEST_P(CudaWgmmaUpsampled, MatchesFloat64Oracle) {
   const std::string reason = wgmma_unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << reason;
   const Case& c = upsampled_case_list()[static_cast<size_t>(GetParam())];
-  const ScopedEnv env("CONVT_WG_WUP", "1");
+  const ScopedEnv env("CONVT_WG_WUP", "1"), env_sc("CONVT_WG_SCATTER", "0");
   check_wgmma_case(c, 7727u * uint64_t(GetParam()) + 3,
                    [](const Precision& precision, bool split, const std::string& what) {
                      // (Split TF32 falls back to the TMA kernel where two of its stages do

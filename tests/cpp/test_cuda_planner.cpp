@@ -334,6 +334,9 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
     EXPECT_GE(plan.wg_stages, 2);
     EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
     EXPECT_LE(plan.wg_rows, 32);
+    // (Scattered W taps size their segments by the staging area too:
+    // CudaPlanner.ScatteredWTapsCoverTheirOutputsAndFitTheStaging.)
+    if (plan.wg_scatter) return;
     // Column segments: the fewest whose box fits N, unless the average phase's reduction
     // is 512 or more, where more segments may fit more rows (then at least as many of the
     // computed positions are outputs as with the fewest).
@@ -512,7 +515,8 @@ TEST(CudaPlanner, FoldedWTapsFitTheirTileAndEpilogue) {
   setenv("CONVT_WG_FOLD", "1", 1);
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
                                                              const Plan& plan) {
-    if (!plan.usable || !plan.wg) return;
+    // (Scattered W taps fold every W tap: CudaPlanner.ScatteredWTapsCoverTheirOutputsAndFitTheStaging.)
+    if (!plan.usable || !plan.wg || plan.wg_scatter) return;
     const Problem pk = convt::cuda::wgmma_problem(plan, p);
     const WTaps w = brute_force_w_taps(pk.stride[2], pk.padding[2], pk.dilation[2],
                                        pk.kernel_size[2]);
@@ -544,12 +548,12 @@ TEST(CudaPlanner, FoldedWTapsFitTheirTileAndEpilogue) {
   setenv("CONVT_WG_FOLD", "0", 1);
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem&, MathMode,
                                                              const Plan& plan) {
-    EXPECT_EQ(plan.wg_fold, 1);
+    EXPECT_TRUE(plan.wg_fold == 1 || plan.wg_scatter);  // (CONVT_WG_SCATTER=0 turns those off)
   });
   unsetenv("CONVT_WG_FOLD");
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
                                                              const Plan& plan) {
-    if (!plan.usable || !plan.wg || plan.wg_fold == 1) return;
+    if (!plan.usable || !plan.wg || plan.wg_fold == 1 || plan.wg_scatter) return;
     ++by_default;
     const Problem pk = convt::cuda::wgmma_problem(plan, p);
     int64_t k_col = pk.in_channels_per_group();
@@ -564,14 +568,16 @@ TEST(CudaPlanner, FoldedWTapsFitTheirTileAndEpilogue) {
   EXPECT_GT(by_default, 0);
 }
 
-// W taps scattered (CONVT_WG_SCATTER=1): plans of at most 16 channels per group, TF32 or
-// 16-bit, with a W stride of 2 or more and 2 to 7 W taps scatter, folding every W tap; a
+// W taps scattered (CONVT_WG_SCATTER=1: wherever they can run; by default where the
+// reduction per column, input channels x D taps x H taps of the widest phases, is 64 or
+// more): plans of at most 16 channels per group, TF32 or 16-bit, with a W stride of 2 or
+// more and 2 to 7 W taps scatter, folding every W tap; a
 // segment's box, from its first input column (brute force: the least input column any of
 // its output columns reads) on, holds every input column its outputs read; the sums (nc x
 // (rows x output columns rounded up to 32, + 4) floats and a slot per thread) fit the 18 KB
-// staging area. Without the setting no plan scatters.
+// staging area. CONVT_WG_SCATTER=0: no plan scatters.
 TEST(CudaPlanner, ScatteredWTapsCoverTheirOutputsAndFitTheStaging) {
-  int scattered = 0;
+  int scattered = 0, by_default = 0;
   setenv("CONVT_WG_SCATTER", "1", 1);
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
                                                              const Plan& plan) {
@@ -600,12 +606,24 @@ TEST(CudaPlanner, ScatteredWTapsCoverTheirOutputsAndFitTheStaging) {
     const int64_t pitch = (plan.wg_rows * wo + 31) / 32 * 32 + 4;
     EXPECT_LE((plan.wg_nc * pitch + 128) * 4, 18432);
   });
-  unsetenv("CONVT_WG_SCATTER");
+  setenv("CONVT_WG_SCATTER", "0", 1);
   EXPECT_GT(scattered, 10);
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem&, MathMode,
                                                              const Plan& plan) {
     EXPECT_FALSE(plan.wg_scatter);
   });
+  unsetenv("CONVT_WG_SCATTER");
+  for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& p, MathMode, const Plan& plan) {
+    if (!plan.usable || !plan.wg || !plan.wg_scatter) return;
+    ++by_default;
+    int64_t k_col = p.in_channels_per_group();
+    for (int d = 0; d < 2; ++d)
+      k_col *= brute_force_w_taps(p.stride[d], p.padding[d], p.dilation[d], p.kernel_size[d])
+                   .max_count;
+    EXPECT_GE(k_col, 64);
+    EXPECT_EQ(plan.wg_wup, 1);
+  });
+  EXPECT_GT(by_default, 0);
 }
 
 TEST(CudaPlanner, InputReadInPlaceStaysWithinItsStage) {
