@@ -58,7 +58,12 @@
 // unshifted box against it, so that the accumulators hold every tap's products Z_f at
 // every box position; output n is then the sum over f of Z_f[n + (cw - 1 - f) * doff],
 // which the epilogue adds up in shared memory (the box is read once per H tap instead of
-// once per (H tap, W tap), what bounds narrow tiles).
+// once per (H tap, W tap), what bounds narrow tiles). With Params::sc (W taps scattered,
+// for W strides s > 1) the fold takes every W tap of every W phase and the kernel runs W
+// with stride 1 and one phase: box column j of a tile holds input column cs * wv + sc_clo
+// + j, its tap kw's products belong to output column (sc_clo + j) * s - pad + kw * dil of
+// the tile's s * wv (from cs * wv * s on), and the epilogue adds them there and stores
+// whole output rows.
 //
 // Memory-bound problems with a W stride s may run as W stride 1 over a copy with zeros
 // inserted along W (TransposeParams::wup: input column w at copy column w * s), so that
