@@ -492,6 +492,13 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     fp.q[d] = int(q[d]);
     fp.phases *= fp.stride[d];
   }
+  // (W phases merged: the tiles count the D and H phases, each runs every W phase.)
+  if (plan.wg_wmerge) {
+    fp.phases /= fp.stride[2];
+    fp.wm = 1;
+    fp.wm_wo = plan.wg_wv * fp.stride[2];
+  }
+  fp.epi_bytes = std::max(plan.wg_epi_bytes, wg::kEpiBytes);
   fp.wbox = plan.wg_wbox;
   fp.hbox = plan.wg_hbox;
   if (plan.wg_scatter) {

@@ -626,6 +626,44 @@ TEST(CudaPlanner, ScatteredWTapsCoverTheirOutputsAndFitTheStaging) {
   EXPECT_GT(by_default, 0);
 }
 
+// W phases merged (CONVT_WG_WMERGE=1): only with a W stride, not in split TF32, unfolded
+// and unscattered tiles over the problem itself (no zeros inserted); the buffer of a tile's outputs
+// ([channels][rows][stride x wv] of T and a slot per consumer thread) fits the staging area
+// the plan sizes, and the stages what is left. Without the setting, nothing merges.
+TEST(CudaPlanner, MergedWPhasesFitTheirBuffer) {
+  int merged = 0, channel_major = 0;
+  setenv("CONVT_WG_WMERGE", "1", 1);
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg || !plan.wg_wmerge) return;
+    ++merged;
+    if (plan.wg_nc == 0) ++channel_major;
+    EXPECT_GT(p.stride[2], 1);
+    EXPECT_EQ(plan.wg_fold, 1);
+    EXPECT_FALSE(plan.wg_scatter);
+    EXPECT_FALSE(plan.wg_raw);
+    EXPECT_FALSE(plan.split);
+    EXPECT_EQ(plan.wg_wup, 1);
+    const int64_t e = static_cast<int64_t>(convt::dtype_size(p.dtype));
+    const int64_t buffer =
+        (int64_t(plan.wg_cw) * plan.wg_rows * p.stride[2] * plan.wg_wv + 128) * e;
+    // (Channel-major tiles keep the default staging area, 18432 bytes, before the buffer.)
+    const int64_t staging = plan.wg_nc > 0 ? 0 : 18432;
+    EXPECT_LE(buffer + staging, plan.wg_epi_bytes);
+    EXPECT_GE(plan.wg_epi_bytes, 18432);
+    EXPECT_LE(plan.wg_epi_bytes, staging + 48 * 1024 + 128);
+    EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
+    EXPECT_GE(plan.wg_stages, 2);
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+  });
+  EXPECT_GT(merged, 20);
+  EXPECT_GT(channel_major, 5);
+  unsetenv("CONVT_WG_WMERGE");
+  for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem&, MathMode, const Plan& plan) {
+    EXPECT_FALSE(plan.wg_wmerge);
+  });
+}
+
 TEST(CudaPlanner, InputReadInPlaceStaysWithinItsStage) {
   int plans = 0, tf32_plans = 0, conflict_free = 0;
   setenv("CONVT_WG_RAW", "1", 1);
