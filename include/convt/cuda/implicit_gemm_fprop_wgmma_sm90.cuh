@@ -891,9 +891,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   unsigned char* stages = smem;
   unsigned char* headers = smem + p.stages * p.stage_bytes;
   float* epi = reinterpret_cast<float*>(headers + kMaxStages * kHeaderBytes);
-  EpiInfo* info = reinterpret_cast<EpiInfo*>(headers + kMaxStages * kHeaderBytes + kEpiBytes);
-  uint64_t* bars = reinterpret_cast<uint64_t*>(headers + kMaxStages * kHeaderBytes + kEpiBytes +
-                                               kInfoBytes);
+  EpiInfo* info = reinterpret_cast<EpiInfo*>(headers + kMaxStages * kHeaderBytes + p.epi_bytes);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(headers + kMaxStages * kHeaderBytes +
+                                               p.epi_bytes + kInfoBytes);
   const uint32_t full0 = smem_addr(bars), empty0 = smem_addr(bars + kMaxStages);
   // Broadcast, so that the compiler knows these are uniform across each warp (wgmma
   // behind branches it cannot prove uniform is serialized, ptxas C7520).
