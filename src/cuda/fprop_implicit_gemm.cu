@@ -282,6 +282,9 @@ std::array<int, 2> tma_tile_from_env() {
 
 // CONVT_WG_HB=h / CONVT_WG_BK=c: H taps and channels per K step of the wgmma kernel where
 // they fit (for measuring its planner); 0: the planner's choice.
+// W phase pairs need a position-major tile (at most 32 output channels per group).
+static bool cog_pairs_too_wide(const Problem& p) { return p.out_channels_per_group() > 32; }
+
 static int wg_env_int(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::atoi(v) : 0;
@@ -291,7 +294,7 @@ static int wg_env_int(const char* name) {
 // raw: a position-major tile that reads the input in place (float32 as TF32; see
 // ImplicitGemmFpropPlan::wg_raw); wmerge: W phases merged (ImplicitGemmFpropPlan::wg_wmerge).
 static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw = false,
-                            bool wmerge = false) {
+                            bool wmerge = false, bool wpairs = false) {
   auto no = [&](std::string why) {
     plan.wg = false;
     plan.wg_reason = std::move(why);
@@ -304,6 +307,8 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
     return no("the input is read in place only in float32 as TF32");
   if (wmerge && (raw || plan.split || p.stride[2] < 2))
     return no("W phases merge only for a W stride, not in split TF32");
+  if (wpairs && (raw || plan.split || p.stride[2] != 2 || cog_pairs_too_wide(p)))
+    return no("W phase pairs: a W stride of 2, at most 32 channels, not in split TF32");
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
   const Dims q = phase0_positions(p);
   int64_t tmax[3], doff[3];
@@ -350,6 +355,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
       }
   }
   const int64_t cw = nc > 0 ? nc : wg::kM;
+  if (wpairs && (nc == 0 || nc > 32)) return no("W phase pairs: a tile of 8 to 32 channels");
   // The W taps folded into N (position-major tiles in TF32 and 16-bit types with 2 to 7 W
   // taps in the widest phase): each MMA step multiplies the unshifted box by every W tap's
   // weights at once, nc x fold columns (fold: the taps rounded up to 2, 3, 4, 5 or 7), and
@@ -377,7 +383,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
           break;
         }
     if (fold_env != 1 && !(tmax[2] >= 5 && k_col >= 256 && nc * fold <= 128)) fold = 1;
-    if (wmerge) fold = 1;
+    if (wmerge || wpairs) fold = 1;
   }
   // The W taps scattered (position-major tiles of at most 16 channels, TF32 and 16-bit
   // types, a W stride of 2 or more and 2 to 7 W taps, where the reduction per column (input
@@ -400,7 +406,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
     const int sc_env = sc_s != nullptr && *sc_s != '\0' ? std::atoi(sc_s) : -1;
     const int64_t kw = p.kernel_size[2], dil = p.dilation[2], pad = p.padding[2];
     const bool want = sc_env == 1 || (sc_env != 0 && cig * tmax[0] * tmax[1] >= 64);
-    if (want && !wmerge && nc > 0 && nc <= 16 && !raw && copies == 1 && sw > 1 && kw >= 2 &&
+    if (want && !wmerge && !wpairs && nc > 0 && nc <= 16 && !raw && copies == 1 && sw > 1 && kw >= 2 &&
         kw <= 7) {
       auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
       sc_clo = -floor_div((kw - 1) * dil - pad, sw);  // ceil((pad - (kw - 1) dil) / s)
@@ -599,13 +605,15 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   plan.wg_scatter = scatter;
   plan.wg_sc_clo = int(sc_clo);
   plan.wg_wmerge = wmerge;
+  plan.wg_wpairs = wpairs;
   plan.wg_epi_bytes = int(epi_bytes);
   plan.wg_used = best_used;
   for (int d = 0; d < 3; ++d) plan.wg_tmax[d] = int(tmax[d]);
   plan.wg_cblocks = int((cig + plan.wg_bk - 1) / plan.wg_bk);
   const int64_t co_tiles = (cog + cw - 1) / cw;
   // (Scattered W taps: one W phase; merged W phases: a tile runs them all.)
-  const int64_t phases = p.stride[0] * p.stride[1] * (scatter || wmerge ? 1 : p.stride[2]);
+  const int64_t phases =
+      p.stride[0] * p.stride[1] * (scatter || wmerge || wpairs ? 1 : p.stride[2]);
   const int64_t all_phases = p.stride[0] * p.stride[1] * (scatter ? 1 : p.stride[2]);
   const int64_t segs = (q[2] + best_wv - 1) / best_wv;
   const int64_t row_groups = (q[1] + best_rows - 1) / best_rows;
@@ -741,9 +749,10 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
       // them.
       const char* env = std::getenv("CONVT_WG_WMERGE");
       const int wm_env = env != nullptr && *env != '\0' ? std::atoi(env) : -1;
-      if (wm_env == 1) {
+      if (wm_env == 1 || wm_env == 2) {
+        // (2: the W phase pairs in registers, ImplicitGemmFpropPlan::wg_wpairs.)
         ImplicitGemmFpropPlan m = plan;
-        plan_wgmma_tile(p, m, false, true);
+        plan_wgmma_tile(p, m, false, wm_env == 1, wm_env == 2);
         if (m.wg) {
           plan = m;
           merged = true;
@@ -1082,6 +1091,7 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
                        : std::string(),
       plan.wg_scatter ? detail::str_cat(", W taps scattered (stride ", p.stride[2], ")")
       : plan.wg_wmerge ? detail::str_cat(", W phases merged (stride ", p.stride[2], ")")
+      : plan.wg_wpairs ? std::string(", W phase pairs in registers")
                       : std::string(),
       ", ", plan.wg_stages, " stages",
       plan.wg_wup > 1 ? detail::str_cat(", zeros inserted along W (stride ", plan.wg_wup,

@@ -1044,6 +1044,31 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaMerged,
                                           quick_mode() ? 3 : 1),
                          tma_case_name);
 
+// W phase pairs in registers (CONVT_WG_WMERGE=2: W stride 2, at most 32 output channels per
+// group, not split TF32) on the merged cases; the others run as the planner would without it.
+class CudaWgmmaPairs : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaPairs, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const Case& c = merged_case_list()[static_cast<size_t>(GetParam())];
+  const ScopedEnv env("CONVT_WG_WMERGE", "2"), env_up("CONVT_WG_WUP", "0"),
+      env_sc("CONVT_WG_SCATTER", "0");
+  const Problem p3 = c.problem.canonical3d();
+  const bool fits = p3.stride[2] == 2 && p3.out_channels_per_group() <= 32;
+  check_wgmma_case(c, 7753u * uint64_t(GetParam()) + 13,
+                   [fits](const Precision& precision, bool split, const std::string& what) {
+                     EXPECT_EQ(what.find("W phase pairs in registers") != std::string::npos,
+                               fits && !split)
+                         << precision.name << ": " << what;
+                   });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaPairs,
+                         ::testing::Range(0, static_cast<int>(merged_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         tma_case_name);
+
 // The input read in place (CONVT_WG_RAW=1 asks for it wherever it can run: float32 as TF32,
 // A from registers) on every wgmma case: position-major tiles of 8 to 64 channels (several
 // channel tiles past 64), inputs a tensor map reads as they are (W a multiple of 4 floats)

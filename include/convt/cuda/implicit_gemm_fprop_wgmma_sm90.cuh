@@ -773,6 +773,89 @@ __device__ __forceinline__ void merged_phase_epilogue(
   __syncwarp();
 }
 
+// A batch of MMA steps (count `left` of them, at most kBatch) into the accumulators A.
+template <typename T, int NA, int MB, bool kPos, bool kSplit>
+__device__ __forceinline__ void issue_batch(float (&A)[MB][NA / 2], const uint64_t (&da)[kBatch],
+                                            const uint64_t (&db)[kBatch], int left,
+                                            int& accumulate, uint64_t mstep, uint64_t dws,
+                                            uint64_t dxs) {
+  if (left >= kBatch) {
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      mma_step<T, NA, MB, kPos, kSplit>(A, da[u], db[u], accumulate, mstep, dws, dxs);
+      accumulate = 1;
+    }
+  } else {
+#pragma unroll
+    for (int u = 0; u < kBatch - 1; ++u) {
+      if (u < left) {
+        mma_step<T, NA, MB, kPos, kSplit>(A, da[u], db[u], accumulate, mstep, dws, dxs);
+        accumulate = 1;
+      }
+    }
+  }
+}
+
+// W phase pairs (WPH = 2; position-major tiles, W stride 2): the epilogue of a tile whose
+// two W phases' accumulators are acc (phase 0) and acc2 (phase 1). Box position m of both is
+// output columns 2 c and 2 c + 1 (c = m % wbox, from the tile's first output column, base[]).
+// Per pass of 8 channels each warp stages its positions with the two phases interleaved
+// (channel i of local position q at stg[i * kP2 + 2 q + phase]), then each lane stores a
+// position's two adjacent outputs per channel, one instruction where they are aligned.
+template <typename T, int N, int NC>
+__device__ __forceinline__ void pair_epilogue(float (&acc)[N / 64][NC / 2],
+                                              float (&acc2)[N / 64][NC / 2], bool mma0,
+                                              bool mma1, int cols0, float* stg, T* y,
+                                              const EpiInfo* info, int co_valid, int rows,
+                                              int cols1, int64_t ys1, int wbox, int warp, int g8,
+                                              int t4) {
+  constexpr int kMB = N / 64;
+  constexpr int kP2 = 32 * kMB + 4;
+  static_assert(8 * kP2 <= 16 * kEpiPitch, "a pass fits the warp's staging area");
+  const int lane = int(threadIdx.x % 32);
+  const float inv_wbox = __frcp_rn(float(wbox));
+  const int64_t cstep = info->col_step;
+#pragma unroll
+  for (int pass = 0; pass < NC / 8; ++pass) {
+#pragma unroll
+    for (int i = 0; i < kMB; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int q = 16 * i + 8 * h + g8;
+          float* at = stg + (2 * t4 + e) * kP2 + 2 * q;
+          at[0] = mma0 ? acc[i][4 * pass + 2 * h + e] : 0.f;
+          at[1] = mma1 ? acc2[i][4 * pass + 2 * h + e] : 0.f;
+        }
+    __syncwarp();
+    const int c8 = 8 * pass;
+#pragma unroll 1
+    for (int ql = lane; ql < 16 * kMB; ql += 32) {
+      const int m = 64 * (ql / 16) + 16 * warp + ql % 16;
+      const int r = __float2int_rz((float(m) + 0.5f) * inv_wbox), c = m - r * wbox;
+      const bool v0 = r < rows && c < cols0, v1 = r < rows && c < cols1;
+      if (!(v0 || v1)) continue;
+      T* q = y + (info->base[r] + 2 * c * cstep + int64_t(info->co0 + c8) * ys1);
+      const bool pair = v0 && v1 && cstep == 1 &&
+                        reinterpret_cast<uintptr_t>(q) % (2 * sizeof(T)) == 0;
+      const float* src = stg + 2 * ql;
+#pragma unroll 4
+      for (int i = 0; i < min(8, co_valid - c8); ++i, q += ys1) {
+        const float b = info->bias[c8 + i];
+        const float a0 = src[i * kP2] + b, a1 = src[i * kP2 + 1] + b;
+        if (pair) {
+          store_pair<T>(q, 0, a0, a1);
+        } else {
+          if (v0) q[0] = Elem<T>::from_float(a0);
+          if (v1) q[cstep] = Elem<T>::from_float(a1);
+        }
+      }
+    }
+    __syncwarp();
+  }
+}
+
 // kRaw: MMA steps per wgmma fence (and register set), each batch's A loads overlapping the
 // last batch's MMAs. One: batches of two steps were slower (H200, TF32: kb57 4.31 -> 4.77
 // ms, kb71 0.75 -> 0.89 ms), the kernel being bound by the latency of its loads, not by
@@ -864,9 +947,12 @@ __device__ __forceinline__ void raw_steps(float (&acc)[MB][NC / 2], uint32_t (&a
 // wgmma's N (see the top of this file): N = NC x FOLD columns, column f * NC + c the
 // products with W tap f of channel c, one MMA step per (H tap, 32 bytes of channels) on the
 // unshifted box; the epilogue sums the taps' columns at their shifts.
-template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1>
+template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1,
+          int WPH = 1>
 __global__ void __launch_bounds__(kThreads, 2)
     fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
+  static_assert(WPH == 1 || (WPH == 2 && NC > 0 && !kSplit && !kRaw && FOLD == 1),
+                "W phase pairs in registers: unfolded position-major tiles");
   static_assert(!kSplit || sizeof(T) == 4, "split TF32 is for float");
   static_assert(!kRaw || (std::is_same<T, float>::value && !kSplit && NC > 0),
                 "the input read in place: TF32 on position-major tiles");
@@ -977,6 +1063,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                       (p.wm && rw == rw0 + nw - 1 && s == steps - 1 ? kTileEnd : 0);
           hd->flags = flags;
           hd->steps = steps;
+          hd->wm_rw = rw;
           if (flags & kLast) {
             hd->co0 = g * p.cog + cot * p.cw;
             hd->co_valid = min(p.cw, p.cog - cot * p.cw);
@@ -1049,6 +1136,12 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   // ------------------------------------------------------------------ consumers
   float acc[kMB][kNA / 2];
+  // WPH = 2 (W phase pairs, Params::wm with a W stride of 2): the second phase's
+  // accumulators, and what the first phase's epilogue step left for the pair's: whether it
+  // had MMAs and its valid columns.
+  float acc2[WPH > 1 ? kMB : 1][WPH > 1 ? kNA / 2 : 1];
+  bool pair_mma0 = false;
+  int pair_cols0 = 0;
   // Split TF32 sums each K step's products in acc (fresh per step) and adds them here with
   // ordinary float adds: wgmma's own accumulation drifts with K (measured up to 2.2e-5
   // relative on 3360-long K against 4e-6 for strict float32).
@@ -1075,6 +1168,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (flags & kEnd) break;
     const int steps = __shfl_sync(0xffffffffu, lane == 0 ? h0->steps : 0, 0);
     const bool has_mma = !(flags & kNoMma);
+    // (W phase pairs: which phase of the pair this is; its MMAs go to acc or acc2.)
+    const int wrw = WPH > 1 ? __shfl_sync(0xffffffffu, lane == 0 ? h0->wm_rw : 0, 0) : 0;
     int accumulate = 0;  // the tile's first MMA overwrites the accumulators (scale-d 0)
     int prev = -1;
     if constexpr (kSplit) {
@@ -1130,21 +1225,17 @@ __global__ void __launch_bounds__(kThreads, 2)
             }
             const int left = count - it;
             wgmma_fence();
-            if (left >= kBatch) {
-#pragma unroll
-              for (int u = 0; u < kBatch; ++u) {
-                mma_step<T, kNA, kMB, kPos, kSplit>(acc, da[u], db[u], accumulate, mstep, dws, dxs);
-                accumulate = 1;
+            if constexpr (WPH > 1) {
+              if (wrw != 0) {
+                issue_batch<T, kNA, kMB, kPos, kSplit>(acc2, da, db, left, accumulate, mstep, dws,
+                                                       dxs);
+              } else {
+                issue_batch<T, kNA, kMB, kPos, kSplit>(acc, da, db, left, accumulate, mstep, dws,
+                                                       dxs);
               }
             } else {
-#pragma unroll
-              for (int u = 0; u < kBatch - 1; ++u) {
-                if (u < left) {
-                  mma_step<T, kNA, kMB, kPos, kSplit>(acc, da[u], db[u], accumulate, mstep, dws,
-                                                      dxs);
-                  accumulate = 1;
-                }
-              }
+              issue_batch<T, kNA, kMB, kPos, kSplit>(acc, da, db, left, accumulate, mstep, dws,
+                                                     dxs);
             }
           }
           wgmma_commit();
@@ -1169,6 +1260,18 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     wgmma_wait<0>();
     fence_accumulators(acc);
+    if constexpr (WPH > 1) {
+      fence_accumulators(acc2);
+      if (wrw == 0) {
+        // The pair's first phase: keep what its epilogue needs, release its last stage and
+        // go on to the second phase.
+        const StageHeader* hp = reinterpret_cast<const StageHeader*>(headers + prev * kHeaderBytes);
+        pair_cols0 = __shfl_sync(0xffffffffu, lane == 0 ? hp->cols : 0, 0);
+        pair_mma0 = has_mma;
+        mbar_arrive(empty0 + 8 * prev);
+        continue;
+      }
+    }
     if constexpr (kSplit) {
 #pragma unroll
       for (int i = 0; i < kMB; ++i)
@@ -1201,7 +1304,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     mbar_arrive(empty0 + 8 * prev);
     const int co_valid = info->co_valid, rows = info->rows, cols = info->cols;
     const int64_t ys1 = p.y_str[1];
-    if (!kFold && !kSplit && p.wm) {
+    if constexpr (WPH > 1) {
+      pair_epilogue<T, N, NC>(acc, acc2, pair_mma0, has_mma, pair_cols0, stg, y, info, co_valid,
+                              rows, cols, ys1, p.wbox, warp, g8, t4);
+    } else if (!kFold && !kSplit && p.wm) {
       // (Not with split TF32: its epilogue's copy of the running sums and this one together
       // made ptxas serialize its wgmma, C7515.)
       if constexpr (!kFold && !kSplit)
