@@ -837,7 +837,8 @@ __device__ __forceinline__ void pair_epilogue(float (&acc)[N / 64][NC / 2],
       const bool v0 = r < rows && c < cols0, v1 = r < rows && c < cols1;
       if (!(v0 || v1)) continue;
       T* q = y + (info->base[r] + 2 * c * cstep + int64_t(info->co0 + c8) * ys1);
-      const bool pair = v0 && v1 && cstep == 1 &&
+      // (Every channel's pair aligned: the first's, and an even channel stride.)
+      const bool pair = v0 && v1 && cstep == 1 && ys1 % 2 == 0 &&
                         reinterpret_cast<uintptr_t>(q) % (2 * sizeof(T)) == 0;
       const float* src = stg + 2 * ql;
 #pragma unroll 4
