@@ -191,10 +191,10 @@ fi
 if has wg-test; then
   # The persistent wgmma kernel's tests (CudaWgmmaPath: every TMA case and its own;
   # CudaWgmmaTiles: its other tiles).
-  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*'
+  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*'
   grep -E "PASSED|FAILED" "$OUT/wg-test.log" | tail -12 | tee -a "$SUMMARY"
   if [ -n "${WG_TEST_ENV:-}" ]; then  # the same tests again with one more setting
-    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*'
+    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*'
     grep -E "PASSED|FAILED" "$OUT/wg-test-env.log" | tail -12 | tee -a "$SUMMARY"
   fi
 fi
@@ -202,12 +202,12 @@ if has wg-sanitize; then
   # (With WG_TEST_ENV, each tool runs a second time with that setting.)
   for tool in memcheck racecheck initcheck; do
     step "wg-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
-      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*'
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*'
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
     if [ -n "${WG_TEST_ENV:-}" ]; then
       step "wg-sanitize-env-$tool" env CONVT_TEST_QUICK=1 $WG_TEST_ENV compute-sanitizer \
         --tool "$tool" --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" \
-        --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*'
+        --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*'
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-env-$tool.log" | tail -3 | tee -a "$SUMMARY"
     fi
   done

@@ -448,7 +448,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
                        double(p.stride[0] * p.stride[1] * p.stride[2]);
   // (Scattered W taps or merged W phases: also where the staging area bounds the rows x
   // output columns.)
-  const int64_t extra_segs = k_avg >= 512 || scatter || wmerge ? 16 : 0;
+  const int64_t extra_segs = k_avg >= 512 || scatter || wmerge || wpairs ? 16 : 0;
   // Reading in place, a box row is the flattening width itself: the segment, its W halo and
   // up to 3 columns in front (the raw box starts 16-byte aligned), rounded up to 4 columns.
   const int64_t raw_lead = raw ? 3 : 0;
@@ -744,11 +744,13 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
     const std::size_t mma_workspace = plan.workspace_bytes;
     const ImplicitGemmFpropPlan before_wgmma = plan;
     bool upsampled = false, scattered = false, merged = false;
+    // W phases merged: CONVT_WG_WMERGE=1 asks for them in a shared buffer
+    // (ImplicitGemmFpropPlan::wg_wmerge) wherever W is strided, =2 for the W phase pairs in
+    // registers (wg_wpairs) wherever they can run, before anything else; =0 turns the pairs
+    // off. By default the pairs take the place of the unmerged tiles (below).
+    const char* wm_s = std::getenv("CONVT_WG_WMERGE");
+    const int wm_env = wm_s != nullptr && *wm_s != '\0' ? std::atoi(wm_s) : -1;
     if (p.stride[2] > 1) {
-      // W phases merged (ImplicitGemmFpropPlan::wg_wmerge) where CONVT_WG_WMERGE=1 asks for
-      // them.
-      const char* env = std::getenv("CONVT_WG_WMERGE");
-      const int wm_env = env != nullptr && *env != '\0' ? std::atoi(env) : -1;
       if (wm_env == 1 || wm_env == 2) {
         // (2: the W phase pairs in registers, ImplicitGemmFpropPlan::wg_wpairs.)
         ImplicitGemmFpropPlan m = plan;
@@ -779,6 +781,21 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
           plan.wg_wup = int(p.stride[2]);
           upsampled = true;
         }
+      }
+    }
+    // W phase pairs in registers (W stride 2, position-major tiles, not split TF32) where
+    // the W phases would otherwise run as tiles of their own: measured on an H200
+    // (docs/kernels.md, 10 runs a side, twice), kb72 1.13x in float32 (TF32) and bfloat16,
+    // kb73 1.17x and 1.37x. (Not where CONVT_WG_FOLD=1 asks for folded tiles.)
+    const char* fold_s = std::getenv("CONVT_WG_FOLD");
+    const bool fold_asked = fold_s != nullptr && std::atoi(fold_s) == 1;
+    if (!upsampled && !scattered && !merged && p.stride[2] == 2 && wm_env != 0 && !fold_asked &&
+        !plan.split) {
+      ImplicitGemmFpropPlan m = plan;
+      plan_wgmma_tile(p, m, false, false, true);
+      if (m.wg) {
+        plan = m;
+        merged = true;
       }
     }
     if (!upsampled && !scattered && !merged) plan_wgmma_tile(p, plan);

@@ -336,7 +336,8 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
     EXPECT_LE(plan.wg_rows, 32);
     // (Scattered W taps size their segments by the staging area too:
     // CudaPlanner.ScatteredWTapsCoverTheirOutputsAndFitTheStaging.)
-    if (plan.wg_scatter) return;
+    // (W phase pairs cut rows into more segments too: CudaPlanner.PairedWPhasesRunStride2.)
+    if (plan.wg_scatter || plan.wg_wpairs) return;
     // Column segments: the fewest whose box fits N, unless the average phase's reduction
     // is 512 or more, where more segments may fit more rows (then at least as many of the
     // computed positions are outputs as with the fewest).
@@ -662,6 +663,35 @@ TEST(CudaPlanner, MergedWPhasesFitTheirBuffer) {
   for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem&, MathMode, const Plan& plan) {
     EXPECT_FALSE(plan.wg_wmerge);
   });
+}
+
+// W phase pairs in registers: by default only with a W stride of 2, position-major tiles of
+// 8 to 32 channels, unfolded and unscattered, not in split TF32 and not with zeros inserted;
+// CONVT_WG_WMERGE=0 turns them off.
+TEST(CudaPlanner, PairedWPhasesRunStride2) {
+  int paired = 0;
+  for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& p, MathMode, const Plan& plan) {
+    if (!plan.usable || !plan.wg || !plan.wg_wpairs) return;
+    ++paired;
+    EXPECT_EQ(p.stride[2], 2);
+    EXPECT_GE(plan.wg_nc, 8);
+    EXPECT_LE(plan.wg_nc, 32);
+    EXPECT_LE(p.out_channels_per_group(), 32);
+    EXPECT_FALSE(plan.split);
+    EXPECT_EQ(plan.wg_fold, 1);
+    EXPECT_FALSE(plan.wg_scatter);
+    EXPECT_FALSE(plan.wg_wmerge);
+    EXPECT_EQ(plan.wg_wup, 1);
+    EXPECT_EQ(plan.wg_n, 256);
+    EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+  });
+  EXPECT_GT(paired, 2);
+  setenv("CONVT_WG_WMERGE", "0", 1);
+  for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem&, MathMode, const Plan& plan) {
+    EXPECT_FALSE(plan.wg_wpairs);
+  });
+  unsetenv("CONVT_WG_WMERGE");
 }
 
 TEST(CudaPlanner, InputReadInPlaceStaysWithinItsStage) {
