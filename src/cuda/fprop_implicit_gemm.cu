@@ -783,14 +783,16 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
         }
       }
     }
-    // W phase pairs in registers (W stride 2, position-major tiles, not split TF32) where
-    // the W phases would otherwise run as tiles of their own: measured on an H200
-    // (docs/kernels.md, 10 runs a side, twice), kb72 1.13x in float32 (TF32) and bfloat16,
-    // kb73 1.17x and 1.37x. (Not where CONVT_WG_FOLD=1 asks for folded tiles.)
+    // W phase pairs in registers (W stride 2, position-major tiles) where the W phases would
+    // otherwise run as tiles of their own, in 16-bit types: measured on an H200 against the
+    // dispatch without them (docs/kernels.md, same-call A/B, each tree twice), kb73 in
+    // bfloat16 1.33x, kb72 unchanged; in float32 (TF32) kb73 1.04x and kb72 within a
+    // spread of 10-30%, so float32 takes them only where CONVT_WG_WMERGE=2 asks. (Not where
+    // CONVT_WG_FOLD=1 asks for folded tiles.)
     const char* fold_s = std::getenv("CONVT_WG_FOLD");
     const bool fold_asked = fold_s != nullptr && std::atoi(fold_s) == 1;
     if (!upsampled && !scattered && !merged && p.stride[2] == 2 && wm_env != 0 && !fold_asked &&
-        !plan.split) {
+        p.dtype != DType::kFloat32) {
       ImplicitGemmFpropPlan m = plan;
       plan_wgmma_tile(p, m, false, false, true);
       if (m.wg) {
