@@ -21,6 +21,7 @@
 #   bash scripts/gpu_check.sh install wup   # zeros inserted along W, on against off
 #   bash scripts/gpu_check.sh build install raw   # the input read in place, on against off
 #   bash scripts/gpu_check.sh build install fold   # W taps folded into N wherever they can be, against nowhere
+#   bash scripts/gpu_check.sh build install merge   # W phases merged wherever W is strided, against not
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side, compared case by case with BENCH_BASELINE, by default
@@ -190,10 +191,10 @@ fi
 if has wg-test; then
   # The persistent wgmma kernel's tests (CudaWgmmaPath: every TMA case and its own;
   # CudaWgmmaTiles: its other tiles).
-  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*'
+  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*'
   grep -E "PASSED|FAILED" "$OUT/wg-test.log" | tail -12 | tee -a "$SUMMARY"
   if [ -n "${WG_TEST_ENV:-}" ]; then  # the same tests again with one more setting
-    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*'
+    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*'
     grep -E "PASSED|FAILED" "$OUT/wg-test-env.log" | tail -12 | tee -a "$SUMMARY"
   fi
 fi
@@ -201,12 +202,12 @@ if has wg-sanitize; then
   # (With WG_TEST_ENV, each tool runs a second time with that setting.)
   for tool in memcheck racecheck initcheck; do
     step "wg-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
-      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*'
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*'
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
     if [ -n "${WG_TEST_ENV:-}" ]; then
       step "wg-sanitize-env-$tool" env CONVT_TEST_QUICK=1 $WG_TEST_ENV compute-sanitizer \
         --tool "$tool" --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" \
-        --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*'
+        --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*'
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-env-$tool.log" | tail -3 | tee -a "$SUMMARY"
     fi
   done
@@ -326,6 +327,28 @@ if has scatter; then
       --json "$OUT/bench-scatter-shapes-$v.json" -q
   done
   for f in scatter scatter-shapes; do
+    python3 scripts/bench_compare.py "$OUT/bench-$f-0.json" "$OUT/bench-$f-1.json" | tee -a "$SUMMARY"
+  done
+fi
+if has merge; then
+  # W phases merged (CONVT_WG_WMERGE=1, wherever W is strided) against the dispatch without
+  # them (0), fp32 with TF32 and bf16, 10 runs a side, after a throw-away run: the suite's
+  # strided cases (MERGE_CASES), then layers of published models with W strides
+  # (MERGE_SHAPES).
+  MERGE_CASES=${MERGE_CASES:-kb72,kb73,kb75,kb77,kb79,kb81}
+  MERGE_SHAPES=${MERGE_SHAPES:-"2d N=16 C=64->3 in=128x128 k=4 s=2 p=1;2d N=8 C=256->128 in=64x64 k=4 s=2 p=1;1d N=16 C=128->64 in=32768 k=4 s=2 p=1;3d N=2 C=64->32 in=16x32x32 k=3 s=2 p=1 op=1;2d N=4 C=64->64 in=128x128 k=3 s=2 p=1 op=1"}
+  IFS=';' read -ra WM_LIST <<<"$MERGE_SHAPES"
+  WM_SHAPE_ARGS=()
+  for sh in "${WM_LIST[@]}"; do WM_SHAPE_ARGS+=(--shape "$sh"); done
+  python3 -m convt bench --case "$MERGE_CASES" --dtype fp32,bf16 --reps 3 -q >/dev/null 2>&1
+  for v in 0 1; do
+    step "merge-$v" env CONVT_WG_WMERGE=$v python3 -m convt bench --case "$MERGE_CASES" \
+      --dtype fp32,bf16 --math default --reps 10 --json "$OUT/bench-merge-$v.json" -q
+    step "merge-shapes-$v" env CONVT_WG_WMERGE=$v python3 -m convt bench \
+      "${WM_SHAPE_ARGS[@]}" --dtype fp32,bf16 --math default --reps 10 \
+      --json "$OUT/bench-merge-shapes-$v.json" -q
+  done
+  for f in merge merge-shapes; do
     python3 scripts/bench_compare.py "$OUT/bench-$f-0.json" "$OUT/bench-$f-1.json" | tee -a "$SUMMARY"
   done
 fi

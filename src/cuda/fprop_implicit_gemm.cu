@@ -282,6 +282,9 @@ std::array<int, 2> tma_tile_from_env() {
 
 // CONVT_WG_HB=h / CONVT_WG_BK=c: H taps and channels per K step of the wgmma kernel where
 // they fit (for measuring its planner); 0: the planner's choice.
+// W phase pairs need a position-major tile (at most 32 output channels per group).
+static bool cog_pairs_too_wide(const Problem& p) { return p.out_channels_per_group() > 32; }
+
 static int wg_env_int(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::atoi(v) : 0;
@@ -289,8 +292,9 @@ static int wg_env_int(const char* name) {
 
 // The wgmma kernel's tile for p (see ImplicitGemmFpropPlan::wg and the kernel's header);
 // raw: a position-major tile that reads the input in place (float32 as TF32; see
-// ImplicitGemmFpropPlan::wg_raw).
-static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw = false) {
+// ImplicitGemmFpropPlan::wg_raw); wmerge: W phases merged (ImplicitGemmFpropPlan::wg_wmerge).
+static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw = false,
+                            bool wmerge = false, bool wpairs = false) {
   auto no = [&](std::string why) {
     plan.wg = false;
     plan.wg_reason = std::move(why);
@@ -301,6 +305,10 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   const int64_t e = dtype_size(p.dtype), kc = 16 / e;
   if (raw && (p.dtype != DType::kFloat32 || plan.split))
     return no("the input is read in place only in float32 as TF32");
+  if (wmerge && (raw || plan.split || p.stride[2] < 2))
+    return no("W phases merge only for a W stride, not in split TF32");
+  if (wpairs && (raw || plan.split || p.stride[2] != 2 || cog_pairs_too_wide(p)))
+    return no("W phase pairs: a W stride of 2, at most 32 channels, not in split TF32");
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
   const Dims q = phase0_positions(p);
   int64_t tmax[3], doff[3];
@@ -347,6 +355,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
       }
   }
   const int64_t cw = nc > 0 ? nc : wg::kM;
+  if (wpairs && (nc == 0 || nc > 32)) return no("W phase pairs: a tile of 8 to 32 channels");
   // The W taps folded into N (position-major tiles in TF32 and 16-bit types with 2 to 7 W
   // taps in the widest phase): each MMA step multiplies the unshifted box by every W tap's
   // weights at once, nc x fold columns (fold: the taps rounded up to 2, 3, 4, 5 or 7), and
@@ -374,6 +383,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
           break;
         }
     if (fold_env != 1 && !(tmax[2] >= 5 && k_col >= 256 && nc * fold <= 128)) fold = 1;
+    if (wmerge || wpairs) fold = 1;
   }
   // The W taps scattered (position-major tiles of at most 16 channels, TF32 and 16-bit
   // types, a W stride of 2 or more and 2 to 7 W taps, where the reduction per column (input
@@ -396,7 +406,8 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
     const int sc_env = sc_s != nullptr && *sc_s != '\0' ? std::atoi(sc_s) : -1;
     const int64_t kw = p.kernel_size[2], dil = p.dilation[2], pad = p.padding[2];
     const bool want = sc_env == 1 || (sc_env != 0 && cig * tmax[0] * tmax[1] >= 64);
-    if (want && nc > 0 && nc <= 16 && !raw && copies == 1 && sw > 1 && kw >= 2 && kw <= 7) {
+    if (want && !wmerge && !wpairs && nc > 0 && nc <= 16 && !raw && copies == 1 && sw > 1 && kw >= 2 &&
+        kw <= 7) {
       auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
       sc_clo = -floor_div((kw - 1) * dil - pad, sw);  // ceil((pad - (kw - 1) dil) / s)
       const int64_t halo = floor_div(sw - 1 + pad, sw) - sc_clo;
@@ -414,6 +425,11 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
       }
     }
   }
+  // W phases merged: the buffer of a tile's outputs ([channels][rows][s x wv] of T, and a
+  // slot per consumer thread) may take up to kMergeBytes of the staging area, which then
+  // leaves that much less to the stages: rows x s x wv at most wm_max_out.
+  constexpr int64_t kMergeBytes = 48 * 1024;
+  const int64_t wm_max_out = wmerge ? (kMergeBytes / e - 128) / cw : 0;
   const int64_t wtaps = fold > 1 ? fold : tmax[2];  // weight tiles' W taps per H tap
   // (Reading in place, K steps are at least 4 kc channels: see try_step.)
   const int64_t cig_min = round_up(cig, (raw ? 4 : 2) * kc);
@@ -430,8 +446,9 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   const double k_avg = double(cig) *
                        double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]) /
                        double(p.stride[0] * p.stride[1] * p.stride[2]);
-  // (Scattered W taps: also where the staging area bounds the rows x output columns.)
-  const int64_t extra_segs = k_avg >= 512 || scatter ? 16 : 0;
+  // (Scattered W taps or merged W phases: also where the staging area bounds the rows x
+  // output columns.)
+  const int64_t extra_segs = k_avg >= 512 || scatter || wmerge || wpairs ? 16 : 0;
   // Reading in place, a box row is the flattening width itself: the segment, its W halo and
   // up to 3 columns in front (the raw box starts 16-byte aligned), rounded up to 4 columns.
   const int64_t raw_lead = raw ? 3 : 0;
@@ -440,7 +457,9 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   };
   auto layout = [&](int64_t n, int64_t* wv_out, int64_t* rows_out) {
     // (Reading in place: up to 3 more columns for the rounding to 4.)
-    const int64_t span = n - halo_w - 2 * raw_lead;
+    int64_t span = n - halo_w - 2 * raw_lead;
+    // (Merged W phases: a row of s x wv outputs fits the buffer.)
+    if (wmerge) span = std::min<int64_t>(span, wm_max_out / sw);
     if (span < 8) return 0.0;
     const int64_t seg_min = (q[2] + span - 1) / span;
     double best = 0;
@@ -449,6 +468,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
       if (wv < 8 && segs > seg_min) break;
       int64_t rows = std::min<int64_t>({n / box_width(wv), q[1], int64_t(wg::kMaxRows)});
       if (scatter) rows = std::min<int64_t>(rows, sc_max_out / (sw * wv));
+      if (wmerge) rows = std::min<int64_t>(rows, wm_max_out / (sw * wv));
       if (rows <= 0) continue;
       const int64_t row_groups = (q[1] + rows - 1) / rows;
       const int64_t col_segs = (q[2] + wv - 1) / wv;
@@ -490,6 +510,14 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
     }
   }
   if (best_n == 0) return no("the W taps' input window leaves no tile");
+  // The staging area: with merged phases their buffer, in place of the default area for
+  // position-major tiles (where it outgrows it), after it for channel-major tiles (whose
+  // epilogue stages the accumulators there first).
+  const int64_t wm_bytes = wmerge ? round_up((cw * best_rows * sw * best_wv + 128) * e, 128) : 0;
+  const int64_t epi_bytes = !wmerge ? int64_t(wg::kEpiBytes)
+                            : nc > 0 ? std::max<int64_t>(wg::kEpiBytes, wm_bytes)
+                                     : wg::kEpiBytes + wm_bytes;
+  const int64_t stage_budget = wg::kStageBudget - (epi_bytes - wg::kEpiBytes);
   const int64_t wbox_min = box_width(best_wv);
   // The K step: the widest channel block (box rows of 128, 64 or 32 bytes: wider rows
   // move faster through TMA) that pads the group's channels by at most 1/8 and leaves two
@@ -529,7 +557,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
                           : raw       ? round_up(box + (best_n + 4) * e, 128)
                                       : box;
     const int64_t stage = (w_off + copies * wbytes + 1023) / 1024 * 1024;
-    const int64_t stages = std::min<int64_t>(wg::kMaxStages, wg::kStageBudget / stage);
+    const int64_t stages = std::min<int64_t>(wg::kMaxStages, stage_budget / stage);
     if (stages < min_stages) return false;
     plan.wg_hb = int(hb);
     plan.wg_bk = int(bk);
@@ -576,12 +604,17 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   plan.wg_fold = fold;
   plan.wg_scatter = scatter;
   plan.wg_sc_clo = int(sc_clo);
+  plan.wg_wmerge = wmerge;
+  plan.wg_wpairs = wpairs;
+  plan.wg_epi_bytes = int(epi_bytes);
   plan.wg_used = best_used;
   for (int d = 0; d < 3; ++d) plan.wg_tmax[d] = int(tmax[d]);
   plan.wg_cblocks = int((cig + plan.wg_bk - 1) / plan.wg_bk);
   const int64_t co_tiles = (cog + cw - 1) / cw;
-  // (Scattered W taps: one W phase.)
-  const int64_t phases = p.stride[0] * p.stride[1] * (scatter ? 1 : p.stride[2]);
+  // (Scattered W taps: one W phase; merged W phases: a tile runs them all.)
+  const int64_t phases =
+      p.stride[0] * p.stride[1] * (scatter || wmerge || wpairs ? 1 : p.stride[2]);
+  const int64_t all_phases = p.stride[0] * p.stride[1] * (scatter ? 1 : p.stride[2]);
   const int64_t segs = (q[2] + best_wv - 1) / best_wv;
   const int64_t row_groups = (q[1] + best_rows - 1) / best_rows;
   const int64_t tiles = p.groups * co_tiles * phases * p.batch * q[0] * row_groups * segs;
@@ -590,7 +623,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   if (copies * p.batch * p.groups * plan.wg_cblocks >= (int64_t(1) << 31))
     return no("too many channel blocks for a tensor map");
   plan.wg_tiles = tiles;
-  const int64_t wbytes = copies * p.groups * co_tiles * phases * tmax[0] * plan.wg_cblocks *
+  const int64_t wbytes = copies * p.groups * co_tiles * all_phases * tmax[0] * plan.wg_cblocks *
                          tmax[1] * wtaps * cw * plan.wg_bk * e;
   // The input copy (raw: room for the padded copy of an input a tensor map cannot read as
   // it is, see wgmma_input_in_place).
@@ -639,7 +672,8 @@ static bool memory_bound_with_w_zeros(const Problem& p, bool split, int nc) {
 
 std::size_t wgmma_shared_bytes(const ImplicitGemmFpropPlan& plan) {
   return std::size_t(plan.wg_stages) * plan.wg_stage_bytes + wg::kMaxStages * wg::kHeaderBytes +
-         wg::kEpiBytes + wg::kInfoBytes + wg::kBarrierBytes + 1024;
+         std::size_t(std::max(plan.wg_epi_bytes, wg::kEpiBytes)) + wg::kInfoBytes +
+         wg::kBarrierBytes + 1024;
 }
 
 std::size_t wgmma_max_shared_bytes() { return wg::kBlockSmem; }
@@ -709,8 +743,25 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
       opt.forward_kernel == ForwardKernel::kImplicitGemmWgmma) {
     const std::size_t mma_workspace = plan.workspace_bytes;
     const ImplicitGemmFpropPlan before_wgmma = plan;
-    bool upsampled = false, scattered = false;
+    bool upsampled = false, scattered = false, merged = false;
+    // W phases merged: CONVT_WG_WMERGE=1 asks for them in a shared buffer
+    // (ImplicitGemmFpropPlan::wg_wmerge) wherever W is strided, =2 for the W phase pairs in
+    // registers (wg_wpairs) wherever they can run, before anything else; =0 turns the pairs
+    // off. By default the pairs take the place of the unmerged tiles (below).
+    const char* wm_s = std::getenv("CONVT_WG_WMERGE");
+    const int wm_env = wm_s != nullptr && *wm_s != '\0' ? std::atoi(wm_s) : -1;
     if (p.stride[2] > 1) {
+      if (wm_env == 1 || wm_env == 2) {
+        // (2: the W phase pairs in registers, ImplicitGemmFpropPlan::wg_wpairs.)
+        ImplicitGemmFpropPlan m = plan;
+        plan_wgmma_tile(p, m, false, wm_env == 1, wm_env == 2);
+        if (m.wg) {
+          plan = m;
+          merged = true;
+        }
+      }
+    }
+    if (p.stride[2] > 1 && !merged) {
       // Scattered W taps, where the planner takes them, run before zeros inserted along W.
       ImplicitGemmFpropPlan sc = plan;
       plan_wgmma_tile(p, sc);
@@ -719,7 +770,7 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
         scattered = true;
       }
     }
-    if (p.stride[2] > 1 && !scattered) {
+    if (p.stride[2] > 1 && !scattered && !merged) {
       const char* env = std::getenv("CONVT_WG_WUP");
       const int wup_env = env != nullptr && *env != '\0' ? std::atoi(env) : -1;
       if (wup_env != 0) {
@@ -732,7 +783,24 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
         }
       }
     }
-    if (!upsampled && !scattered) plan_wgmma_tile(p, plan);
+    // W phase pairs in registers (W stride 2, position-major tiles) where the W phases would
+    // otherwise run as tiles of their own, in 16-bit types: measured on an H200 against the
+    // dispatch without them (docs/kernels.md, same-call A/B, each tree twice), kb73 in
+    // bfloat16 1.33x, kb72 unchanged; in float32 (TF32) kb73 1.04x and kb72 within a
+    // spread of 10-30%, so float32 takes them only where CONVT_WG_WMERGE=2 asks. (Not where
+    // CONVT_WG_FOLD=1 asks for folded tiles.)
+    const char* fold_s = std::getenv("CONVT_WG_FOLD");
+    const bool fold_asked = fold_s != nullptr && std::atoi(fold_s) == 1;
+    if (!upsampled && !scattered && !merged && p.stride[2] == 2 && wm_env != 0 && !fold_asked &&
+        p.dtype != DType::kFloat32) {
+      ImplicitGemmFpropPlan m = plan;
+      plan_wgmma_tile(p, m, false, false, true);
+      if (m.wg) {
+        plan = m;
+        merged = true;
+      }
+    }
+    if (!upsampled && !scattered && !merged) plan_wgmma_tile(p, plan);
     // The input read in place (float32 as TF32; ImplicitGemmFpropPlan::wg_raw) runs only
     // where CONVT_WG_RAW=1 asks for it (wherever it can run). Measured on an H200
     // (docs/kernels.md), it lost to the wgmma kernel with its input copy on most of the
@@ -742,8 +810,9 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
     // kb78 0.90-1.05x between sessions), so the dispatch does not take it on its own.
     const char* raw_env_s = std::getenv("CONVT_WG_RAW");
     const int raw_env = raw_env_s != nullptr && *raw_env_s != '\0' ? std::atoi(raw_env_s) : -1;
-    const bool raw_ok = !upsampled && p.dtype == DType::kFloat32 && !plan.split && raw_env != 0;
-    if (plan.wg && !upsampled && opt.forward_kernel == ForwardKernel::kAuto) {
+    const bool raw_ok =
+        !upsampled && !merged && p.dtype == DType::kFloat32 && !plan.split && raw_env != 0;
+    if (plan.wg && !upsampled && !merged && opt.forward_kernel == ForwardKernel::kAuto) {
       const double k_avg = double(cig) * double(p.kernel_size[0] * p.kernel_size[1] *
                                                 p.kernel_size[2]) / double(phases);
       const bool take = p.dtype != DType::kFloat32 ? k_avg >= 64 || cog <= 16
@@ -1040,6 +1109,8 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                          " columns)")
                        : std::string(),
       plan.wg_scatter ? detail::str_cat(", W taps scattered (stride ", p.stride[2], ")")
+      : plan.wg_wmerge ? detail::str_cat(", W phases merged (stride ", p.stride[2], ")")
+      : plan.wg_wpairs ? std::string(", W phase pairs in registers")
                       : std::string(),
       ", ", plan.wg_stages, " stages",
       plan.wg_wup > 1 ? detail::str_cat(", zeros inserted along W (stride ", plan.wg_wup,

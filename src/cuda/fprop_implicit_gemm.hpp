@@ -70,6 +70,18 @@ struct ImplicitGemmFpropPlan {
   // whole output columns per row.
   bool wg_scatter = false;
   int wg_sc_clo = 0;
+  // W phases merged (unfolded tiles, W stride s > 1; CONVT_WG_WMERGE): a tile runs every W
+  // phase of its column segment in turn, each phase's outputs going into a buffer of T in
+  // the staging area, [channels][rows][s x wg_wv], and stores the tile's whole output rows
+  // after the last phase: full 32-byte sectors without zeros inserted along W.
+  bool wg_wmerge = false;
+  // W phase pairs (W stride 2, position-major tiles; CONVT_WG_WMERGE=2): a tile runs both W
+  // phases of its segment into two sets of accumulators and stores their outputs
+  // interleaved, two adjacent elements per store, from the registers' staging pass.
+  bool wg_wpairs = false;
+  // Bytes of the kernel's epilogue staging area (wg::kEpiBytes, or the merged phases'
+  // buffer where that is larger; the stages take what is left).
+  int wg_epi_bytes = 0;
   std::string describe() const;
 };
 

@@ -273,11 +273,12 @@ void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
 // The persistent wgmma kernel (convt/cuda/implicit_gemm_fprop_wgmma_sm90.cuh)
 // ---------------------------------------------------------------------------------------
 
-template <typename T, int N, bool kSplit, int NC = 0, bool kRaw = false, int FOLD = 1>
+template <typename T, int N, bool kSplit, int NC = 0, bool kRaw = false, int FOLD = 1,
+          int WPH = 1>
 void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
                     cudaStream_t stream, int device) {
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem(wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD>, wg::kBlockSmem, device,
+  allow_smem(wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH>, wg::kBlockSmem, device,
              smem_set);
   // Persistent: as many blocks as are resident at once, at most one per tile.
   static std::atomic<int> cached_sms{0};
@@ -289,11 +290,11 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
   }
   int per_sm = 0;
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                 &per_sm, wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD>, wg::kThreads,
+                 &per_sm, wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH>, wg::kThreads,
                  smem),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   const int64_t blocks = std::min<int64_t>(fp.tiles, int64_t(sms) * std::max(per_sm, 1));
-  wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD>
+  wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH>
       <<<static_cast<unsigned>(blocks), wg::kThreads, smem, stream>>>(map, fp);
   check_cuda(cudaGetLastError(), "implicit-GEMM (wgmma) forward launch");
 }
@@ -304,8 +305,22 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
 // translation units of their own (fprop_launch_*_pos.cu); split TF32 up to 32 channels.
 template <typename T, bool kSplit>
 void launch_wgmma_pos(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
-                      cudaStream_t stream, int device, int nc) {
+                      cudaStream_t stream, int device, int nc, int wph) {
   using fprop_detail::launch_wgmma_n;
+  // (W phase pairs in registers: 8 to 32 channels, not split TF32.)
+  if constexpr (!kSplit) {
+    if (wph == 2) {
+      switch (nc) {
+        case 8: launch_wgmma_n<T, 256, false, 8, false, 1, 2>(fp, map, smem, stream, device); return;
+        case 16: launch_wgmma_n<T, 256, false, 16, false, 1, 2>(fp, map, smem, stream, device); return;
+        case 24: launch_wgmma_n<T, 256, false, 24, false, 1, 2>(fp, map, smem, stream, device); return;
+        default:
+          CONVT_CHECK(nc == 32, "convt: wgmma W phase pairs of ", nc, " channels");
+          launch_wgmma_n<T, 256, false, 32, false, 1, 2>(fp, map, smem, stream, device); return;
+      }
+    }
+  }
+  CONVT_CHECK(wph == 1, "convt: wgmma W phase pairs in split TF32");
   switch (nc) {
     case 8: launch_wgmma_n<T, 256, kSplit, 8>(fp, map, smem, stream, device); break;
     case 16: launch_wgmma_n<T, 256, kSplit, 16>(fp, map, smem, stream, device); break;
@@ -492,6 +507,13 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     fp.q[d] = int(q[d]);
     fp.phases *= fp.stride[d];
   }
+  // (W phases merged: the tiles count the D and H phases, each runs every W phase.)
+  if (plan.wg_wmerge || plan.wg_wpairs) {
+    fp.phases /= fp.stride[2];
+    fp.wm = 1;
+    fp.wm_wo = plan.wg_wv * fp.stride[2];
+  }
+  fp.epi_bytes = std::max(plan.wg_epi_bytes, wg::kEpiBytes);
   fp.wbox = plan.wg_wbox;
   fp.hbox = plan.wg_hbox;
   if (plan.wg_scatter) {
@@ -545,7 +567,8 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   } else if (plan.wg_nc > 0) {
     CONVT_CHECK(plan.wg_n == 256, "convt: wgmma position-major tile of ", plan.wg_n,
                 " positions");
-    launch_wgmma_pos<T, kSplit>(fp, map, smem, opt.stream, device, plan.wg_nc);
+    launch_wgmma_pos<T, kSplit>(fp, map, smem, opt.stream, device, plan.wg_nc,
+                                plan.wg_wpairs ? 2 : 1);
   } else if constexpr (kSplit) {
     // (The planner gives split TF32 128 positions: not built for more.)
     CONVT_CHECK(plan.wg_n == 128, "convt: split TF32 wgmma tile of ", plan.wg_n, " positions");
@@ -597,7 +620,7 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
 // extern).
 #define CONVT_INSTANTIATE_WGMMA_LAUNCH(T, kSplit)                                          \
   extern template void launch_wgmma_pos<T, kSplit>(const wg::Params&, const CUtensorMap&,  \
-                                                   std::size_t, cudaStream_t, int, int);   \
+                                                   std::size_t, cudaStream_t, int, int, int); \
   CONVT_EXTERN_WGMMA_FOLD(T, 8);                                                           \
   CONVT_EXTERN_WGMMA_FOLD(T, 16);                                                          \
   CONVT_EXTERN_WGMMA_FOLD(T, 24);                                                          \
@@ -615,4 +638,4 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
                                          std::size_t, cudaStream_t, int, int)
 #define CONVT_INSTANTIATE_WGMMA_POS(T, kSplit)                                              \
   template void launch_wgmma_pos<T, kSplit>(const wg::Params&, const CUtensorMap&,         \
-                                            std::size_t, cudaStream_t, int, int)
+                                            std::size_t, cudaStream_t, int, int, int)

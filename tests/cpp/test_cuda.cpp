@@ -1000,6 +1000,75 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaUpsampled,
                                           quick_mode() ? 2 : 1),
                          tma_case_name);
 
+// W phases merged (CONVT_WG_WMERGE=1 asks for them wherever W is strided): every case with
+// a W stride above (zeros inserted along W, scattered W taps), plus a kb73-like 3-D layer
+// (32 -> 32, stride 2), two channel tiles of the channel-major tile with strides (2, 3),
+// and a 1-D layer with stride 4 and dilation 3 (W phases without taps, and segments whose
+// last phases have no outputs). Strict float32 (split TF32) does not merge.
+std::vector<Case> merged_cases() {
+  std::vector<Case> v = upsampled_case_list();
+  for (const Case& c : scatter_case_list()) v.push_back(c);
+  auto add = [&](Problem p, Layout layout = Layout::kContiguous) { v.push_back({p, layout}); };
+  add(make_problem(3, 2, 32, 32, 1, {5, 6, 20}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 32, 96, 1, {9, 45, 1}, {3, 4, 1}, {2, 3, 1}, {1, 1, 0}, {1, 2, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(1, 2, 16, 48, 1, {700, 1, 1}, {3, 1, 1}, {4, 1, 1}, {2, 0, 0}, {1, 0, 0},
+                   {3, 1, 1}, true));
+  return v;
+}
+
+const std::vector<Case>& merged_case_list() {
+  static const std::vector<Case> all = merged_cases();
+  return all;
+}
+
+class CudaWgmmaMerged : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaMerged, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const Case& c = merged_case_list()[static_cast<size_t>(GetParam())];
+  const ScopedEnv env("CONVT_WG_WMERGE", "1"), env_up("CONVT_WG_WUP", "0"),
+      env_sc("CONVT_WG_SCATTER", "0");
+  check_wgmma_case(c, 7741u * uint64_t(GetParam()) + 11,
+                   [](const Precision& precision, bool split, const std::string& what) {
+                     // (Split TF32 does not merge.)
+                     EXPECT_EQ(what.find("W phases merged (stride") != std::string::npos, !split)
+                         << precision.name << ": " << what;
+                   });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaMerged,
+                         ::testing::Range(0, static_cast<int>(merged_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         tma_case_name);
+
+// W phase pairs in registers (CONVT_WG_WMERGE=2: W stride 2, at most 32 output channels per
+// group, not split TF32) on the merged cases; the others run as the planner would without it.
+class CudaWgmmaPairs : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaPairs, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const Case& c = merged_case_list()[static_cast<size_t>(GetParam())];
+  const ScopedEnv env("CONVT_WG_WMERGE", "2"), env_up("CONVT_WG_WUP", "0"),
+      env_sc("CONVT_WG_SCATTER", "0");
+  const Problem p3 = c.problem.canonical3d();
+  const bool fits = p3.stride[2] == 2 && p3.out_channels_per_group() <= 32;
+  check_wgmma_case(c, 7753u * uint64_t(GetParam()) + 13,
+                   [fits](const Precision& precision, bool split, const std::string& what) {
+                     EXPECT_EQ(what.find("W phase pairs in registers") != std::string::npos,
+                               fits && !split)
+                         << precision.name << ": " << what;
+                   });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaPairs,
+                         ::testing::Range(0, static_cast<int>(merged_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         tma_case_name);
+
 // The input read in place (CONVT_WG_RAW=1 asks for it wherever it can run: float32 as TF32,
 // A from registers) on every wgmma case: position-major tiles of 8 to 64 channels (several
 // channel tiles past 64), inputs a tensor map reads as they are (W a multiple of 4 floats)

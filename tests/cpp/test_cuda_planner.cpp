@@ -336,7 +336,8 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
     EXPECT_LE(plan.wg_rows, 32);
     // (Scattered W taps size their segments by the staging area too:
     // CudaPlanner.ScatteredWTapsCoverTheirOutputsAndFitTheStaging.)
-    if (plan.wg_scatter) return;
+    // (W phase pairs cut rows into more segments too: CudaPlanner.PairedWPhasesRunStride2.)
+    if (plan.wg_scatter || plan.wg_wpairs) return;
     // Column segments: the fewest whose box fits N, unless the average phase's reduction
     // is 512 or more, where more segments may fit more rows (then at least as many of the
     // computed positions are outputs as with the fewest).
@@ -624,6 +625,73 @@ TEST(CudaPlanner, ScatteredWTapsCoverTheirOutputsAndFitTheStaging) {
     EXPECT_EQ(plan.wg_wup, 1);
   });
   EXPECT_GT(by_default, 0);
+}
+
+// W phases merged (CONVT_WG_WMERGE=1): only with a W stride, not in split TF32, unfolded
+// and unscattered tiles over the problem itself (no zeros inserted); the buffer of a tile's outputs
+// ([channels][rows][stride x wv] of T and a slot per consumer thread) fits the staging area
+// the plan sizes, and the stages what is left. Without the setting, nothing merges.
+TEST(CudaPlanner, MergedWPhasesFitTheirBuffer) {
+  int merged = 0, channel_major = 0;
+  setenv("CONVT_WG_WMERGE", "1", 1);
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg || !plan.wg_wmerge) return;
+    ++merged;
+    if (plan.wg_nc == 0) ++channel_major;
+    EXPECT_GT(p.stride[2], 1);
+    EXPECT_EQ(plan.wg_fold, 1);
+    EXPECT_FALSE(plan.wg_scatter);
+    EXPECT_FALSE(plan.wg_raw);
+    EXPECT_FALSE(plan.split);
+    EXPECT_EQ(plan.wg_wup, 1);
+    const int64_t e = static_cast<int64_t>(convt::dtype_size(p.dtype));
+    const int64_t buffer =
+        (int64_t(plan.wg_cw) * plan.wg_rows * p.stride[2] * plan.wg_wv + 128) * e;
+    // (Channel-major tiles keep the default staging area, 18432 bytes, before the buffer.)
+    const int64_t staging = plan.wg_nc > 0 ? 0 : 18432;
+    EXPECT_LE(buffer + staging, plan.wg_epi_bytes);
+    EXPECT_GE(plan.wg_epi_bytes, 18432);
+    EXPECT_LE(plan.wg_epi_bytes, staging + 48 * 1024 + 128);
+    EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
+    EXPECT_GE(plan.wg_stages, 2);
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+  });
+  EXPECT_GT(merged, 20);
+  EXPECT_GT(channel_major, 5);
+  unsetenv("CONVT_WG_WMERGE");
+  for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem&, MathMode, const Plan& plan) {
+    EXPECT_FALSE(plan.wg_wmerge);
+  });
+}
+
+// W phase pairs in registers: by default only in 16-bit types with a W stride of 2,
+// position-major tiles of 8 to 32 channels, unfolded and unscattered, not with zeros
+// inserted; CONVT_WG_WMERGE=0 turns them off.
+TEST(CudaPlanner, PairedWPhasesRunStride2) {
+  int paired = 0;
+  for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& p, MathMode, const Plan& plan) {
+    if (!plan.usable || !plan.wg || !plan.wg_wpairs) return;
+    ++paired;
+    EXPECT_EQ(p.stride[2], 2);
+    EXPECT_GE(plan.wg_nc, 8);
+    EXPECT_LE(plan.wg_nc, 32);
+    EXPECT_LE(p.out_channels_per_group(), 32);
+    EXPECT_NE(p.dtype, DType::kFloat32);
+    EXPECT_EQ(plan.wg_fold, 1);
+    EXPECT_FALSE(plan.wg_scatter);
+    EXPECT_FALSE(plan.wg_wmerge);
+    EXPECT_EQ(plan.wg_wup, 1);
+    EXPECT_EQ(plan.wg_n, 256);
+    EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+  });
+  EXPECT_GT(paired, 2);
+  setenv("CONVT_WG_WMERGE", "0", 1);
+  for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem&, MathMode, const Plan& plan) {
+    EXPECT_FALSE(plan.wg_wpairs);
+  });
+  unsetenv("CONVT_WG_WMERGE");
 }
 
 TEST(CudaPlanner, InputReadInPlaceStaysWithinItsStage) {

@@ -151,8 +151,10 @@ struct Kc {
 };
 
 // Stage flags: the tile's first K step, its last (the header then describes its outputs),
-// no MMA (a phase without taps: its outputs are the bias), the producer's end.
-enum : int { kFirst = 1, kLast = 2, kNoMma = 4, kEnd = 8 };
+// no MMA (a phase without taps: its outputs are the bias), the producer's end, and with W
+// phases merged (Params::wm) the last step of the tile's last W phase (its merged output
+// rows are then stored).
+enum : int { kFirst = 1, kLast = 2, kNoMma = 4, kEnd = 8, kTileEnd = 16 };
 
 // What the producer tells the consumers about a stage (written before it arms "full").
 struct StageHeader {
@@ -168,6 +170,9 @@ struct StageHeader {
   int wsh;      // kRaw: box column 0's column in the raw box (TMA boxes start at a multiple
                 // of 16 bytes along W)
   int fcw, fdoff;  // FOLD (valid with kLast): the phase's W taps and their spacing
+  // W phases merged (valid with kLast): the W phase, and the tile's output columns (from
+  // column 0 of base[], which is then the tile's first output column).
+  int wm_rw, wm_ocols;
   int64_t col_step;
   int64_t base[kMaxRows];
 };
@@ -177,6 +182,7 @@ static_assert(sizeof(StageHeader) <= kHeaderBytes, "header fits its slot");
 struct EpiInfo {
   int co0, co_valid, rows, cols;
   int fcw, fdoff;  // FOLD: the phase's W taps and their spacing (StageHeader)
+  int wm_rw, wm_ocols, wm_end;  // W phases merged (StageHeader; wm_end: kTileEnd)
   int64_t col_step;
   int64_t base[kMaxRows];
   float bias[kM];
@@ -217,6 +223,13 @@ struct Params {
   // counted from its first output column divided by the stride, e0 = sc_clo * sc_s - pad,
   // the dilation, output columns per segment (sc_s * wv) and the sums' channel pitch.
   int sc, sc_s, sc_clo, sc_e0, sc_dil, sc_wo, sc_pitch;
+  // W phases merged (unfolded tiles, W stride s > 1): wm 1; a tile then runs every W phase
+  // of its segment in turn (phases counts the D and H phases only), each phase's outputs
+  // go into a [channels][rows][wm_wo] buffer of T in the staging area (wm_wo = s * wv
+  // output columns), and the tile's last phase stores its whole output rows.
+  int wm, wm_wo;
+  // Bytes of the epilogue's staging area (at least kEpiBytes).
+  int epi_bytes;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -638,6 +651,212 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[MB][NA2]) {
     for (int j = 0; j < NA2; ++j) asm volatile("" : "+f"(acc[i][j])::"memory");
 }
 
+// W phases merged (Params::wm, unfolded tiles): the epilogue of one W phase of a tile. Its
+// outputs plus the bias, converted to T, go into the buffer buf[channel][row][wm_wo] at
+// column c * s + rw of box column c (column 0: the tile's first output column); after the
+// tile's last phase the warpgroup stores the buffer's rows, each a run of ocols adjacent
+// outputs from base[row] on, two elements per store where they are aligned: whole 32-byte
+// sectors, where a tile of one W phase writes every s-th element. (Every accumulator is
+// read on every path, targets past the outputs going to the thread's own slot past the
+// buffer, as in the folded epilogue: ptxas serializes the wgmma otherwise, C7520.)
+template <typename T>
+__device__ __forceinline__ void store_pair_t(T* y, T a, T b) {
+  union {
+    uint64_t u8;
+    uint32_t u4;
+    T e[2];
+  } v;
+  v.e[0] = a;
+  v.e[1] = b;
+  if constexpr (sizeof(T) == 4) {
+    *reinterpret_cast<uint64_t*>(y) = v.u8;
+  } else {
+    *reinterpret_cast<uint32_t*>(y) = v.u4;
+  }
+}
+
+template <typename T, int N, int NC>
+__device__ __forceinline__ void merged_phase_epilogue(
+    float (&acc)[NC > 0 ? N / 64 : 1][NC > 0 ? NC / 2 : N / 2], T* buf, float* stg, T* y,
+    const Params& p, const EpiInfo* info, int co_valid, int rows, int cols, int64_t ys1,
+    bool has_mma, int warp, int g8, int t4) {
+  constexpr int kCh = NC > 0 ? NC : kM;
+  const int sw = p.stride[2], wo = p.wm_wo, rw = info->wm_rw, wbox = p.wbox;
+  const int plane = p.rows * wo;  // buffer elements per channel
+  const int trash = kCh * plane + int(threadIdx.x);
+  const float* bias = info->bias;
+  // Box row of position m < 256 without a division or a branch: (m + 0.5) / wbox is at
+  // least 1 / 512 from the nearest integers, far more than the float product's error.
+  const float inv_wbox = __frcp_rn(float(wbox));
+  auto box_row = [&](int m) { return __float2int_rz((float(m) + 0.5f) * inv_wbox); };
+  if constexpr (NC > 0) {
+    // acc[i][4 pp + 2 h + e]: position 64 i + 16 warp + 8 h + g8, channel 8 pp + 2 t4 + e.
+#pragma unroll
+    for (int i = 0; i < N / 64; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = 64 * i + 16 * warp + 8 * h + g8;
+        const int r = box_row(m), c = m - r * wbox;
+        const bool ok = r < rows && c < cols;
+        const int at0 = r * wo + c * sw + rw;
+#pragma unroll
+        for (int pp = 0; pp < NC / 8; ++pp)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int ch = 8 * pp + 2 * t4 + e;
+            const int at = ok && ch < co_valid ? ch * plane + at0 : trash;
+            const float v = (has_mma ? acc[i][4 * pp + 2 * h + e] : 0.f) + bias[ch];
+            buf[at] = Elem<T>::from_float(v);
+          }
+      }
+  } else {
+    // Channel-major: acc[0][4 pi + 2 h + e] is channel 16 warp + 8 h + g8, position
+    // 8 pi + 2 t4 + e. The warp stages its 16 channels 64 positions at a time (as the
+    // unmerged epilogue does; placing the accumulators straight into the buffer, fully
+    // unrolled, made ptxas spill them at N = 192..256), then each lane places positions
+    // 2 lane and 2 lane + 1 of the pass.
+    const int lane = int(threadIdx.x % 32);
+    const int m0 = 16 * warp;
+#pragma unroll
+    for (int pass = 0; pass < (N + 63) / 64; ++pass) {
+#pragma unroll
+      for (int pp = 0; pp < 8; ++pp) {
+        const int pi = pass * 8 + pp;
+        if (pi < N / 8) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            *reinterpret_cast<float2*>(stg + (8 * h + g8) * kEpiPitch + 8 * pp + 2 * t4) =
+                make_float2(acc[0][4 * pi + 2 * h], acc[0][4 * pi + 2 * h + 1]);
+        }
+      }
+      __syncwarp();
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int n = pass * 64 + 2 * lane + e;
+        const int r = box_row(n), c = n - r * wbox;
+        if (n < N && r < rows && c < cols) {
+          T* dst = buf + m0 * plane + r * wo + c * sw + rw;
+#pragma unroll 4
+          for (int i = 0; i < min(16, co_valid - m0); ++i)
+            dst[i * plane] = Elem<T>::from_float(
+                (has_mma ? stg[i * kEpiPitch + 2 * lane + e] : 0.f) + bias[m0 + i]);
+        }
+      }
+      __syncwarp();
+    }
+  }
+  // (Broadcast: the test is uniform then, C7520 otherwise.)
+  if (!__shfl_sync(0xffffffffu, info->wm_end, 0)) return;
+  named_sync_consumers();  // every W phase's outputs are in the buffer
+  const int lane = int(threadIdx.x % 32);
+  const int ocols = info->wm_ocols;
+  const int64_t cstep = info->col_step;
+#pragma unroll 1
+  for (int rr = warp; rr < co_valid * rows; rr += 4) {
+    const int ch = rr / rows, r = rr - ch * rows;
+    const T* src = buf + ch * plane + r * wo;
+    T* dst = y + info->base[r] + int64_t(info->co0 + ch) * ys1;
+    if (cstep == 1) {
+      // (Pairs from the first element aligned to two.)
+      const int lead = min(int((reinterpret_cast<uintptr_t>(dst) / sizeof(T)) & 1), ocols);
+      if (lane == 0 && lead) dst[0] = src[0];
+#pragma unroll 2
+      for (int j = lead + 2 * lane; j + 1 < ocols; j += 64)
+        store_pair_t<T>(dst + j, src[j], src[j + 1]);
+      if (lane == 0 && ((ocols - lead) & 1)) dst[ocols - 1] = src[ocols - 1];
+    } else {
+#pragma unroll 4
+      for (int j = lane; j < ocols; j += 32) dst[j * cstep] = src[j];
+    }
+  }
+  // (The warp reconverges before the next tile's wgmma: C7520 otherwise.)
+  __syncwarp();
+}
+
+// A batch of MMA steps (count `left` of them, at most kBatch) into the accumulators A.
+template <typename T, int NA, int MB, bool kPos, bool kSplit>
+__device__ __forceinline__ void issue_batch(float (&A)[MB][NA / 2], const uint64_t (&da)[kBatch],
+                                            const uint64_t (&db)[kBatch], int left,
+                                            int& accumulate, uint64_t mstep, uint64_t dws,
+                                            uint64_t dxs) {
+  if (left >= kBatch) {
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      mma_step<T, NA, MB, kPos, kSplit>(A, da[u], db[u], accumulate, mstep, dws, dxs);
+      accumulate = 1;
+    }
+  } else {
+#pragma unroll
+    for (int u = 0; u < kBatch - 1; ++u) {
+      if (u < left) {
+        mma_step<T, NA, MB, kPos, kSplit>(A, da[u], db[u], accumulate, mstep, dws, dxs);
+        accumulate = 1;
+      }
+    }
+  }
+}
+
+// W phase pairs (WPH = 2; position-major tiles, W stride 2): the epilogue of a tile whose
+// two W phases' accumulators are acc (phase 0) and acc2 (phase 1). Box position m of both is
+// output columns 2 c and 2 c + 1 (c = m % wbox, from the tile's first output column, base[]).
+// Per pass of 8 channels each warp stages its positions with the two phases interleaved
+// (channel i of local position q at stg[i * kP2 + 2 q + phase]), then each lane stores a
+// position's two adjacent outputs per channel, one instruction where they are aligned.
+template <typename T, int N, int NC>
+__device__ __forceinline__ void pair_epilogue(float (&acc)[N / 64][NC / 2],
+                                              float (&acc2)[N / 64][NC / 2], bool mma0,
+                                              bool mma1, int cols0, float* stg, T* y,
+                                              const EpiInfo* info, int co_valid, int rows,
+                                              int cols1, int64_t ys1, int wbox, int warp, int g8,
+                                              int t4) {
+  constexpr int kMB = N / 64;
+  constexpr int kP2 = 32 * kMB + 4;
+  static_assert(8 * kP2 <= 16 * kEpiPitch, "a pass fits the warp's staging area");
+  const int lane = int(threadIdx.x % 32);
+  const float inv_wbox = __frcp_rn(float(wbox));
+  const int64_t cstep = info->col_step;
+#pragma unroll
+  for (int pass = 0; pass < NC / 8; ++pass) {
+#pragma unroll
+    for (int i = 0; i < kMB; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int q = 16 * i + 8 * h + g8;
+          float* at = stg + (2 * t4 + e) * kP2 + 2 * q;
+          at[0] = mma0 ? acc[i][4 * pass + 2 * h + e] : 0.f;
+          at[1] = mma1 ? acc2[i][4 * pass + 2 * h + e] : 0.f;
+        }
+    __syncwarp();
+    const int c8 = 8 * pass;
+#pragma unroll 1
+    for (int ql = lane; ql < 16 * kMB; ql += 32) {
+      const int m = 64 * (ql / 16) + 16 * warp + ql % 16;
+      const int r = __float2int_rz((float(m) + 0.5f) * inv_wbox), c = m - r * wbox;
+      const bool v0 = r < rows && c < cols0, v1 = r < rows && c < cols1;
+      if (!(v0 || v1)) continue;
+      T* q = y + (info->base[r] + 2 * c * cstep + int64_t(info->co0 + c8) * ys1);
+      // (Every channel's pair aligned: the first's, and an even channel stride.)
+      const bool pair = v0 && v1 && cstep == 1 && ys1 % 2 == 0 &&
+                        reinterpret_cast<uintptr_t>(q) % (2 * sizeof(T)) == 0;
+      const float* src = stg + 2 * ql;
+#pragma unroll 4
+      for (int i = 0; i < min(8, co_valid - c8); ++i, q += ys1) {
+        const float b = info->bias[c8 + i];
+        const float a0 = src[i * kP2] + b, a1 = src[i * kP2 + 1] + b;
+        if (pair) {
+          store_pair<T>(q, 0, a0, a1);
+        } else {
+          if (v0) q[0] = Elem<T>::from_float(a0);
+          if (v1) q[cstep] = Elem<T>::from_float(a1);
+        }
+      }
+    }
+    __syncwarp();
+  }
+}
+
 // kRaw: MMA steps per wgmma fence (and register set), each batch's A loads overlapping the
 // last batch's MMAs. One: batches of two steps were slower (H200, TF32: kb57 4.31 -> 4.77
 // ms, kb71 0.75 -> 0.89 ms), the kernel being bound by the latency of its loads, not by
@@ -729,9 +948,12 @@ __device__ __forceinline__ void raw_steps(float (&acc)[MB][NC / 2], uint32_t (&a
 // wgmma's N (see the top of this file): N = NC x FOLD columns, column f * NC + c the
 // products with W tap f of channel c, one MMA step per (H tap, 32 bytes of channels) on the
 // unshifted box; the epilogue sums the taps' columns at their shifts.
-template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1>
+template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1,
+          int WPH = 1>
 __global__ void __launch_bounds__(kThreads, 2)
     fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
+  static_assert(WPH == 1 || (WPH == 2 && NC > 0 && !kSplit && !kRaw && FOLD == 1),
+                "W phase pairs in registers: unfolded position-major tiles");
   static_assert(!kSplit || sizeof(T) == 4, "split TF32 is for float");
   static_assert(!kRaw || (std::is_same<T, float>::value && !kSplit && NC > 0),
                 "the input read in place: TF32 on position-major tiles");
@@ -756,9 +978,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   unsigned char* stages = smem;
   unsigned char* headers = smem + p.stages * p.stage_bytes;
   float* epi = reinterpret_cast<float*>(headers + kMaxStages * kHeaderBytes);
-  EpiInfo* info = reinterpret_cast<EpiInfo*>(headers + kMaxStages * kHeaderBytes + kEpiBytes);
-  uint64_t* bars = reinterpret_cast<uint64_t*>(headers + kMaxStages * kHeaderBytes + kEpiBytes +
-                                               kInfoBytes);
+  EpiInfo* info = reinterpret_cast<EpiInfo*>(headers + kMaxStages * kHeaderBytes + p.epi_bytes);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(headers + kMaxStages * kHeaderBytes +
+                                               p.epi_bytes + kInfoBytes);
   const uint32_t full0 = smem_addr(bars), empty0 = smem_addr(bars + kMaxStages);
   // Broadcast, so that the compiler knows these are uniform across each warp (wgmma
   // behind branches it cannot prove uniform is serialized, ptxas C7520).
@@ -797,96 +1019,115 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int qd = r % p.q[0]; r /= p.q[0];
       const int n = r % p.batch;
       const int g = r / p.batch;
-      const int rw = ph % p.stride[2], rh = (ph / p.stride[2]) % p.stride[1];
-      const int rd = ph / (p.stride[2] * p.stride[1]);
+      // (W phases merged: ph counts the D and H phases, and the tile runs every W phase of
+      // its segment in turn; else ph counts every phase and the tile runs one. phf: the
+      // phase's index among all of them, as the packed weight counts them.)
+      const int sw = p.stride[2];
+      const int nw = p.wm ? sw : 1;
+      const int rw0 = p.wm ? 0 : ph % sw;
+      const int phdh = p.wm ? ph : ph / sw;
+      const int rh = phdh % p.stride[1], rd = phdh / p.stride[1];
       const int qh0 = rg * p.rows, qw0 = cs * p.wv;
       if (qd >= phase_extent(p.out[0], p.stride[0], rd)) continue;
       const int rows = min(p.rows, phase_extent(p.out[1], p.stride[1], rh) - qh0);
-      // (W taps scattered: the tile's outputs are sc_wo whole columns from qw0 * sc_s on.)
-      const int ow0 = p.sc ? qw0 * p.sc_s : qw0 * p.stride[2] + rw;
-      const int cols = p.sc ? min(p.sc_wo, p.out[2] - ow0)
-                            : min(p.wv, phase_extent(p.out[2], p.stride[2], rw) - qw0);
-      if (rows <= 0 || cols <= 0) continue;
-      if (ph != last_ph) {
-        td = phase_taps(rd, p.stride[0], p.pad[0], p.dil[0], p.k[0]);
-        th = phase_taps(rh, p.stride[1], p.pad[1], p.dil[1], p.k[1]);
-        tw = phase_taps(rw, p.stride[2], p.pad[2], p.dil[2], p.k[2]);
-        last_ph = ph;
-      }
-      const bool mma = td.count > 0 && th.count > 0 && tw.count > 0;
-      const int hblocks = mma ? (th.count + p.hb - 1) / p.hb : 0;
-      const int steps = mma ? td.count * hblocks * p.cblocks : 1;
-      const int64_t wtile0 =
-          ((int64_t(g) * p.co_tiles + cot) * p.phases + ph) * p.tmax[0] * p.cblocks;
-      const int ngc0 = (n * p.groups + g) * p.cblocks;
-      int jd = 0, hbi = 0, cb = 0;
-      for (int s = 0; s < steps; ++s) {
-        mbar_wait(empty0 + 8 * stage, parity ^ 1);
-        unsigned char* st = stages + size_t(stage) * p.stage_bytes;
-        StageHeader* hd = reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes);
-        const uint32_t full = full0 + 8 * stage;
-        int flags = (s == 0 ? kFirst : 0) | (s == steps - 1 ? kLast : 0) | (mma ? 0 : kNoMma);
-        hd->flags = flags;
-        hd->steps = steps;
-        if (flags & kLast) {
-          hd->co0 = g * p.cog + cot * p.cw;
-          hd->co_valid = min(p.cw, p.cog - cot * p.cw);
-          hd->rows = rows;
-          hd->cols = cols;
-          hd->col_step = int64_t(p.stride[2]) * p.y_str[4];
-          const int64_t b0 = int64_t(n) * p.y_str[0] +
-                             int64_t(qd * p.stride[0] + rd) * p.y_str[2] +
-                             int64_t(ow0) * p.y_str[4];
-          for (int i = 0; i < rows; ++i)
-            hd->base[i] = b0 + int64_t((qh0 + i) * p.stride[1] + rh) * p.y_str[3];
-          hd->fcw = tw.count;
-          hd->fdoff = tw.doff;
+      // (W phases merged: the tile's outputs are wm_wo whole columns from qw0 * s on.)
+      const int ocols = p.wm ? min(p.wm_wo, p.out[2] - qw0 * sw) : 1;
+      if (rows <= 0 || ocols <= 0) continue;
+      for (int rw = rw0; rw < rw0 + nw; ++rw) {
+        const int phf = phdh * sw + rw;
+        // (W taps scattered: the tile's outputs are sc_wo whole columns from qw0 * sc_s on.)
+        const int ow0 = p.sc ? qw0 * p.sc_s : qw0 * sw + rw;
+        const int cols = p.sc ? min(p.sc_wo, p.out[2] - ow0)
+                              : min(p.wv, phase_extent(p.out[2], sw, rw) - qw0);
+        // (Merged, a W phase without outputs in the segment still takes its step: the last
+        // one stores the rows.)
+        if (!p.wm && cols <= 0) continue;
+        if (phf != last_ph) {
+          td = phase_taps(rd, p.stride[0], p.pad[0], p.dil[0], p.k[0]);
+          th = phase_taps(rh, p.stride[1], p.pad[1], p.dil[1], p.k[1]);
+          tw = phase_taps(rw, p.stride[2], p.pad[2], p.dil[2], p.k[2]);
+          last_ph = phf;
         }
-        if (mma) {
-          const int jh0 = hbi * p.hb;
-          const int hcnt = min(p.hb, th.count - jh0);
-          // (Folded, the MMA steps run the unshifted box once per H tap.)
-          const int wtiles = kFold ? 1 : tw.count;
-          hd->hcnt = hcnt;
-          hd->cw = wtiles;
-          hd->shift_h = th.doff * p.wbox;
-          hd->doff_w = tw.doff;
-          const uint32_t wbytes = uint32_t(hcnt * wtiles) * p.tile_bytes;
-          mbar_arrive_expect_tx(full, (uint32_t(p.box_bytes) + wbytes) * (kSplit ? 2u : 1u));
-          const int w0 = p.sc ? qw0 + p.sc_clo : qw0 + tw.off0 - (tw.count - 1) * tw.doff;
-          const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
-          const int d0 = qd + td.off0 - jd * td.doff;
-          const uint32_t box = smem_addr(st);
-          if constexpr (kRaw) {
-            const int w0a = w0 & ~3;  // 16 bytes of floats (rounds negative columns down too)
-            hd->wsh = w0 - w0a;
-            tma_load_5d(box, &map, full, w0a, h0, d0, cb * p.bk, n * p.groups + g);
-          } else {
-            tma_load_5d(box, &map, full, 0, w0, h0, d0, ngc0 + cb);
+        const bool mma = cols > 0 && td.count > 0 && th.count > 0 && tw.count > 0;
+        const int hblocks = mma ? (th.count + p.hb - 1) / p.hb : 0;
+        const int steps = mma ? td.count * hblocks * p.cblocks : 1;
+        const int64_t wtile0 =
+            ((int64_t(g) * p.co_tiles + cot) * (p.phases * nw) + phf) * p.tmax[0] * p.cblocks;
+        const int ngc0 = (n * p.groups + g) * p.cblocks;
+        int jd = 0, hbi = 0, cb = 0;
+        for (int s = 0; s < steps; ++s) {
+          mbar_wait(empty0 + 8 * stage, parity ^ 1);
+          unsigned char* st = stages + size_t(stage) * p.stage_bytes;
+          StageHeader* hd = reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes);
+          const uint32_t full = full0 + 8 * stage;
+          int flags = (s == 0 ? kFirst : 0) | (s == steps - 1 ? kLast : 0) | (mma ? 0 : kNoMma) |
+                      (p.wm && rw == rw0 + nw - 1 && s == steps - 1 ? kTileEnd : 0);
+          hd->flags = flags;
+          hd->steps = steps;
+          hd->wm_rw = rw;
+          if (flags & kLast) {
+            hd->co0 = g * p.cog + cot * p.cw;
+            hd->co_valid = min(p.cw, p.cog - cot * p.cw);
+            hd->rows = rows;
+            hd->cols = max(cols, 0);
+            // (Merged: base[] at the tile's first output column, its columns adjacent.)
+            hd->col_step = int64_t(p.wm ? 1 : sw) * p.y_str[4];
+            const int64_t b0 = int64_t(n) * p.y_str[0] +
+                               int64_t(qd * p.stride[0] + rd) * p.y_str[2] +
+                               int64_t(p.wm ? qw0 * sw : ow0) * p.y_str[4];
+            for (int i = 0; i < rows; ++i)
+              hd->base[i] = b0 + int64_t((qh0 + i) * p.stride[1] + rh) * p.y_str[3];
+            hd->fcw = tw.count;
+            hd->fdoff = tw.doff;
+            hd->wm_rw = rw;
+            hd->wm_ocols = ocols;
           }
-          const int64_t wt = ((wtile0 + int64_t(jd) * p.cblocks + cb) * tmax_hw +
-                              int64_t(jh0) * wtiles) * p.tile_bytes;
-          const unsigned char* wp = static_cast<const unsigned char*>(p.wp);
-          bulk_load(box + p.w_off, wp + wt, wbytes, full);
-          if constexpr (kSplit) {
-            tma_load_5d(box + p.xs_off, &map, full, 0, w0, h0, d0, p.split_ngc + ngc0 + cb);
-            bulk_load(box + p.ws_off, wp + p.w_small + wt, wbytes, full);
-          }
-          if (++cb == p.cblocks) {
-            cb = 0;
-            if (++hbi == hblocks) {
-              hbi = 0;
-              ++jd;
+          if (mma) {
+            const int jh0 = hbi * p.hb;
+            const int hcnt = min(p.hb, th.count - jh0);
+            // (Folded, the MMA steps run the unshifted box once per H tap.)
+            const int wtiles = kFold ? 1 : tw.count;
+            hd->hcnt = hcnt;
+            hd->cw = wtiles;
+            hd->shift_h = th.doff * p.wbox;
+            hd->doff_w = tw.doff;
+            const uint32_t wbytes = uint32_t(hcnt * wtiles) * p.tile_bytes;
+            mbar_arrive_expect_tx(full, (uint32_t(p.box_bytes) + wbytes) * (kSplit ? 2u : 1u));
+            const int w0 = p.sc ? qw0 + p.sc_clo : qw0 + tw.off0 - (tw.count - 1) * tw.doff;
+            const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
+            const int d0 = qd + td.off0 - jd * td.doff;
+            const uint32_t box = smem_addr(st);
+            if constexpr (kRaw) {
+              const int w0a = w0 & ~3;  // 16 bytes of floats (rounds negative columns down too)
+              hd->wsh = w0 - w0a;
+              tma_load_5d(box, &map, full, w0a, h0, d0, cb * p.bk, n * p.groups + g);
+            } else {
+              tma_load_5d(box, &map, full, 0, w0, h0, d0, ngc0 + cb);
             }
+            const int64_t wt = ((wtile0 + int64_t(jd) * p.cblocks + cb) * tmax_hw +
+                                int64_t(jh0) * wtiles) * p.tile_bytes;
+            const unsigned char* wp = static_cast<const unsigned char*>(p.wp);
+            bulk_load(box + p.w_off, wp + wt, wbytes, full);
+            if constexpr (kSplit) {
+              tma_load_5d(box + p.xs_off, &map, full, 0, w0, h0, d0, p.split_ngc + ngc0 + cb);
+              bulk_load(box + p.ws_off, wp + p.w_small + wt, wbytes, full);
+            }
+            if (++cb == p.cblocks) {
+              cb = 0;
+              if (++hbi == hblocks) {
+                hbi = 0;
+                ++jd;
+              }
+            }
+          } else {
+            mbar_arrive(full);
           }
-        } else {
-          mbar_arrive(full);
+          if (++stage == p.stages) {
+            stage = 0;
+            parity ^= 1;
+          }
         }
-        if (++stage == p.stages) {
-          stage = 0;
-          parity ^= 1;
-        }
-      }
+      }  // W phases
     }
     mbar_wait(empty0 + 8 * stage, parity ^ 1);
     reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes)->flags = kEnd;
@@ -896,6 +1137,12 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   // ------------------------------------------------------------------ consumers
   float acc[kMB][kNA / 2];
+  // WPH = 2 (W phase pairs, Params::wm with a W stride of 2): the second phase's
+  // accumulators, and what the first phase's epilogue step left for the pair's: whether it
+  // had MMAs and its valid columns.
+  float acc2[WPH > 1 ? kMB : 1][WPH > 1 ? kNA / 2 : 1];
+  bool pair_mma0 = false;
+  int pair_cols0 = 0;
   // Split TF32 sums each K step's products in acc (fresh per step) and adds them here with
   // ordinary float adds: wgmma's own accumulation drifts with K (measured up to 2.2e-5
   // relative on 3360-long K against 4e-6 for strict float32).
@@ -922,6 +1169,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (flags & kEnd) break;
     const int steps = __shfl_sync(0xffffffffu, lane == 0 ? h0->steps : 0, 0);
     const bool has_mma = !(flags & kNoMma);
+    // (W phase pairs: which phase of the pair this is; its MMAs go to acc or acc2.)
+    const int wrw = WPH > 1 ? __shfl_sync(0xffffffffu, lane == 0 ? h0->wm_rw : 0, 0) : 0;
     int accumulate = 0;  // the tile's first MMA overwrites the accumulators (scale-d 0)
     int prev = -1;
     if constexpr (kSplit) {
@@ -977,21 +1226,17 @@ __global__ void __launch_bounds__(kThreads, 2)
             }
             const int left = count - it;
             wgmma_fence();
-            if (left >= kBatch) {
-#pragma unroll
-              for (int u = 0; u < kBatch; ++u) {
-                mma_step<T, kNA, kMB, kPos, kSplit>(acc, da[u], db[u], accumulate, mstep, dws, dxs);
-                accumulate = 1;
+            if constexpr (WPH > 1) {
+              if (wrw != 0) {
+                issue_batch<T, kNA, kMB, kPos, kSplit>(acc2, da, db, left, accumulate, mstep, dws,
+                                                       dxs);
+              } else {
+                issue_batch<T, kNA, kMB, kPos, kSplit>(acc, da, db, left, accumulate, mstep, dws,
+                                                       dxs);
               }
             } else {
-#pragma unroll
-              for (int u = 0; u < kBatch - 1; ++u) {
-                if (u < left) {
-                  mma_step<T, kNA, kMB, kPos, kSplit>(acc, da[u], db[u], accumulate, mstep, dws,
-                                                      dxs);
-                  accumulate = 1;
-                }
-              }
+              issue_batch<T, kNA, kMB, kPos, kSplit>(acc, da, db, left, accumulate, mstep, dws,
+                                                     dxs);
             }
           }
           wgmma_commit();
@@ -1016,6 +1261,18 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     wgmma_wait<0>();
     fence_accumulators(acc);
+    if constexpr (WPH > 1) {
+      fence_accumulators(acc2);
+      if (wrw == 0) {
+        // The pair's first phase: keep what its epilogue needs, release its last stage and
+        // go on to the second phase.
+        const StageHeader* hp = reinterpret_cast<const StageHeader*>(headers + prev * kHeaderBytes);
+        pair_cols0 = __shfl_sync(0xffffffffu, lane == 0 ? hp->cols : 0, 0);
+        pair_mma0 = has_mma;
+        mbar_arrive(empty0 + 8 * prev);
+        continue;
+      }
+    }
     if constexpr (kSplit) {
 #pragma unroll
       for (int i = 0; i < kMB; ++i)
@@ -1040,12 +1297,25 @@ __global__ void __launch_bounds__(kThreads, 2)
       info->col_step = hd->col_step;
       info->fcw = hd->fcw;
       info->fdoff = hd->fdoff;
+      info->wm_rw = hd->wm_rw;
+      info->wm_ocols = hd->wm_ocols;
+      info->wm_end = (hd->flags & kTileEnd) != 0;
     }
     named_sync_consumers();  // every read of the header is done: release its stage
     mbar_arrive(empty0 + 8 * prev);
     const int co_valid = info->co_valid, rows = info->rows, cols = info->cols;
     const int64_t ys1 = p.y_str[1];
-    if constexpr (!kPos) {
+    if constexpr (WPH > 1) {
+      pair_epilogue<T, N, NC>(acc, acc2, pair_mma0, has_mma, pair_cols0, stg, y, info, co_valid,
+                              rows, cols, ys1, p.wbox, warp, g8, t4);
+    } else if (!kFold && !kSplit && p.wm) {
+      // (Not with split TF32: its epilogue's copy of the running sums and this one together
+      // made ptxas serialize its wgmma, C7515.)
+      if constexpr (!kFold && !kSplit)
+        merged_phase_epilogue<T, N, NC>(
+            acc, reinterpret_cast<T*>(NC > 0 ? epi : epi + kEpiBytes / 4), stg, y, p, info,
+            co_valid, rows, cols, ys1, has_mma, warp, g8, t4);
+    } else if constexpr (!kPos) {
       // Epilogue: warp w owns channels 16w .. 16w + 15 (rows 16w + 8h + g of the
       // accumulators), stages them 64 positions at a time and stores each channel's
       // positions two per lane.
