@@ -68,7 +68,13 @@
 // Memory-bound problems with a W stride s may run as W stride 1 over a copy with zeros
 // inserted along W (TransposeParams::wup: input column w at copy column w * s), so that
 // each tile stores whole output rows rather than every s-th column (see
-// ImplicitGemmFpropPlan::wg_wup); the kernel itself is the same.
+// ImplicitGemmFpropPlan::wg_wup); the kernel itself is the same. Or a tile may run every
+// W phase of its column segment in turn (Params::wm; the tiles then count only the D and H
+// phases): with WPH = 2 (W stride 2, position-major tiles) into two accumulator sets, whose
+// epilogue stages the two phases interleaved and stores each position's two adjacent
+// outputs with one instruction (ImplicitGemmFpropPlan::wg_wpairs); with WPH = 1 each phase's
+// epilogue places its outputs in a shared buffer and the last one stores the tile's rows
+// (merged_phase_epilogue, ImplicitGemmFpropPlan::wg_wmerge, opt-in: slower).
 //
 // Weights are repacked once per call (pack_weight_wgmma_kernel) per (group, channel
 // tile, phase, D tap, channel block), the (H tap, W tap) tiles of a K step adjacent, each
