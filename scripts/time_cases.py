@@ -1,7 +1,7 @@
 """Median time of convt's forward on benchmark cases, nothing else (no PyTorch side, no
 error check): for quick comparisons of kernel variants selected by environment variables.
 
-    python scripts/time_cases.py bf16 kb57,kb64 [--reps 10]
+    python scripts/time_cases.py bf16 kb57,kb64 [--reps 10] [--channels-last]
 """
 import argparse
 
@@ -16,11 +16,15 @@ def main():
     ap.add_argument("dtype", choices=["fp32", "bf16", "fp16"])
     ap.add_argument("cases", help="comma-separated case ids of the kernelbench suite")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--channels-last", action="store_true",
+                    help="the input with its channels innermost (channels_last strides)")
     args = ap.parse_args()
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     for case in select_cases(load_suite("kernelbench").cases, args.cases.split(",")):
         x = torch.rand(case.batch, case.in_channels, *case.input_size, device="cuda",
                        dtype=dtype)
+        if args.channels_last:
+            x = x.movedim(1, -1).contiguous().movedim(-1, 1)
         w = torch.randn(case.in_channels, case.out_channels // case.groups, *case.kernel_size,
                         device="cuda", dtype=dtype)
         fn = getattr(convt, f"conv_transpose{case.dims}d")

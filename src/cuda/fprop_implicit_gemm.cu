@@ -974,6 +974,49 @@ bool wgmma_input_in_place(const Problem& p, const TensorRef& x) {
                        : x.strides[0] == p.groups * p.in_channels_per_group() * x.strides[1];
 }
 
+bool wgmma_channels_last_in_place(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                                  const TensorRef& x) {
+  if (!plan.wg || plan.wg_raw || plan.split || plan.wg_wup > 1 || p.input_size[0] != 1) return false;
+  if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) return false;
+  const int64_t e = dtype_size(p.dtype);
+  const auto aligned = [&](int64_t stride) { return (stride * e) % 16 == 0; };
+  if (reinterpret_cast<uintptr_t>(x.data) % 16 != 0 || x.strides[1] != 1) return false;
+  if (p.in_channels_per_group() % plan.wg_bk != 0) return false;
+  // (A position's channels must not overlap the next position's.)
+  if (p.input_size[2] > 1 && (!aligned(x.strides[4]) || x.strides[4] < p.in_channels)) return false;
+  if (p.input_size[1] > 1 && !aligned(x.strides[3])) return false;
+  return p.batch == 1 || aligned(x.strides[0]);
+}
+
+bool make_channels_last_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan,
+                                   const Problem& p, const TensorRef& x) {
+  if (!wgmma_channels_last_in_place(plan, p, x)) return false;
+  const int64_t e = dtype_size(p.dtype);
+  const int64_t row = int64_t(plan.wg_bk) * e;
+  const int64_t chunks = p.in_channels / plan.wg_bk;
+  // (Dimensions of size 1 get the strides of a dense tensor: only coordinate 0 is read.)
+  const int64_t sw = p.input_size[2] > 1 ? x.strides[4] * e : p.in_channels * e;
+  const int64_t sh = p.input_size[1] > 1 ? x.strides[3] * e : sw * p.input_size[2];
+  const int64_t sn = p.batch > 1 ? x.strides[0] * e : sh * p.input_size[1];
+  const cuuint64_t dims[5] = {cuuint64_t(plan.wg_bk), cuuint64_t(p.input_size[2]),
+                              cuuint64_t(p.input_size[1]), cuuint64_t(chunks),
+                              cuuint64_t(p.batch)};
+  const cuuint64_t gstrides[4] = {cuuint64_t(sw), cuuint64_t(sh), cuuint64_t(row),
+                                  cuuint64_t(sn)};
+  const cuuint32_t box[5] = {cuuint32_t(plan.wg_bk), cuuint32_t(plan.wg_wbox),
+                             cuuint32_t(plan.wg_hbox), 1, 1};
+  const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
+  const CUtensorMapDataType type = p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                              : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUtensorMapSwizzle swizzle = row == 128 ? CU_TENSOR_MAP_SWIZZLE_128B
+                                     : row == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                 : CU_TENSOR_MAP_SWIZZLE_32B;
+  return encode_tiled_fn()(map, type, 5, const_cast<void*>(x.data), dims, gstrides, box, estr,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 namespace {
 
 // Whether the TMA kernel runs (plan, problem, input) on `device`; fills `map` when it does
@@ -1116,7 +1159,9 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
       plan.wg_wup > 1 ? detail::str_cat(", zeros inserted along W (stride ", plan.wg_wup,
                                         " run as 1)")
                       : std::string(),
-      !plan.wg_raw                  ? ""
+      wgmma_channels_last_in_place(plan, wgmma_problem(plan, p), x)
+          ? ", channels_last input read in place"
+      : !plan.wg_raw               ? ""
       : wgmma_input_in_place(p, x) ? ", input read in place (A from registers)"
                                     : ", input padded, then read in place (A from registers)",
       ", workspace ", plan.workspace_bytes, " B");

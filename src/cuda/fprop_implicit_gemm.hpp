@@ -125,6 +125,14 @@ void tma_wgmma_b_element(int i, int bn, int elem_bytes, int* c, int* n);
 // into the workspace, contiguous with W padded to 16 bytes.
 bool wgmma_input_in_place(const Problem& p, const TensorRef& x);
 
+// Whether the wgmma kernel of `plan` reads a channels_last 16-bit input x of the 1-D or 2-D
+// problem p through a tensor map over x itself, without the input copy: each position's
+// channels contiguous, every group's channels a whole number of K steps, 16-byte aligned
+// strides; the map's dims are then (bk channels, W, H, channel blocks of a sample, N)
+// (make_channels_last_tensor_map, which may still decline: the copy runs then).
+bool wgmma_channels_last_in_place(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                                  const TensorRef& x);
+
 // Whether (and how) the implicit-GEMM kernel runs this canonical problem.
 ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptions& opt);
 

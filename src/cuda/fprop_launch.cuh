@@ -412,6 +412,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   check_cuda(cudaGetLastError(), "pack_weight_wgmma_kernel launch");
 
   alignas(64) CUtensorMap map;
+  int cl_chunks = 0;
   if (plan.wg_raw) {
     // The kernel reads x itself where a tensor map can (wgmma_input_in_place); else x is
     // first copied into the workspace as a contiguous tensor with W padded to 16 bytes.
@@ -435,6 +436,9 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
       const int64_t str[5] = {pp.c * pp.in[0] * plane, pp.in[0] * plane, plane, pp.wp, 1};
       encode(&map, xt, str);
     }
+  } else if (make_channels_last_tensor_map(&map, plan, p, x)) {
+    // A channels_last 16-bit input: read in place, no copy.
+    cl_chunks = int(p.groups * plan.wg_cblocks);
   } else {
     wg::TransposeParams tp{};
     tp.x = x.data;
@@ -514,6 +518,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     fp.wm_wo = plan.wg_wv * fp.stride[2];
   }
   fp.epi_bytes = std::max(plan.wg_epi_bytes, wg::kEpiBytes);
+  fp.cl_chunks = cl_chunks;
   fp.wbox = plan.wg_wbox;
   fp.hbox = plan.wg_hbox;
   if (plan.wg_scatter) {

@@ -33,6 +33,11 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
                       const TensorRef& w, const TensorRef* b, const TensorRef& y,
                       const ExecOptions& opt);
 
+// The tensor map over a channels_last input the wgmma kernel reads in place (see
+// wgmma_channels_last_in_place); false where it cannot (the input copy runs then).
+bool make_channels_last_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan,
+                                   const Problem& p, const TensorRef& x);
+
 // Makes the tensor map of the wgmma kernel's input (see launch_fprop_wgmma): strides null,
 // the blocked copy at `data`; else, for the kernel reading the input in place, the
 // (N, C, D, H, W) input at `data` with element strides `strides`.

@@ -741,6 +741,58 @@ TEST_P(CudaWgmmaPath, MatchesFloat64Oracle) {
                    });
 }
 
+// channels_last inputs of 1-D and 2-D problems in 16-bit types: the wgmma kernel reads them
+// in place through a tensor map over x (no input copy) where every group's channels are a
+// whole number of K steps; float32 (TF32 rounding) and groups of other widths take the copy.
+// Each case says which it expects in bfloat16 and float16.
+struct ChannelsLastCase {
+  Problem problem;
+  bool in_place;
+};
+
+std::vector<ChannelsLastCase> channels_last_cases() {
+  std::vector<ChannelsLastCase> v;
+  // 2-D, two groups of 32 channels, W stride 2 (tap-less W phases), output_padding.
+  v.push_back({make_problem(2, 2, 64, 64, 2, {10, 24, 1}, {3, 3, 1}, {2, 1, 1}, {1, 1, 0},
+                            {1, 0, 0}, {1, 1, 1}, true),
+               true});
+  // 2-D, 48 channels in K steps of 16, rows wider than a box, 4 samples.
+  v.push_back({make_problem(2, 4, 48, 64, 1, {6, 300, 1}, {3, 5, 1}, {1, 1, 1}, {1, 2, 0},
+                            {0, 0, 0}, {1, 1, 1}, false),
+               true});
+  // 1-D, 64 channels, dilation 2, long rows.
+  v.push_back({make_problem(1, 3, 64, 64, 1, {700, 1, 1}, {3, 1, 1}, {1, 1, 1}, {2, 0, 0},
+                            {0, 0, 0}, {2, 1, 1}, true),
+               true});
+  // 3-D: the copy (the map has no dimension to spare).
+  v.push_back({make_problem(3, 2, 32, 32, 1, {4, 6, 10}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1},
+                            {0, 0, 0}, {1, 1, 1}, true),
+               false});
+  return v;
+}
+
+class CudaWgmmaChannelsLast : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaChannelsLast, ReadsInPlaceWhereItCanAndMatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const ChannelsLastCase c = channels_last_cases()[static_cast<size_t>(GetParam())];
+  check_wgmma_case(Case{c.problem, Layout::kChannelsLast}, 7919u * uint64_t(GetParam()) + 3,
+                   [&](const Precision& precision, bool split, const std::string& what) {
+                     const bool sixteen = precision.dtype == DType::kBFloat16 ||
+                                          precision.dtype == DType::kFloat16;
+                     EXPECT_NE(what.find(split ? "3xTF32" : "wgmma persistent"),
+                               std::string::npos)
+                         << precision.name << ": " << what;
+                     EXPECT_EQ(what.find("channels_last input read in place") != std::string::npos,
+                               sixteen && c.in_place)
+                         << precision.name << ": " << what;
+                   });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaChannelsLast,
+                         ::testing::Range(0, static_cast<int>(channels_last_cases().size())));
+
 TEST(CudaWgmmaPathSplit, StrictFloat32RunsOnItWhereTwoStagesFit) {
   const std::string reason = wgmma_unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << reason;

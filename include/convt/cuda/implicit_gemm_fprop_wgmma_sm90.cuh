@@ -234,6 +234,10 @@ struct Params {
   // go into a [channels][rows][wm_wo] buffer of T in the staging area (wm_wo = s * wv
   // output columns), and the tile's last phase stores its whole output rows.
   int wm, wm_wo;
+  // A channels_last input read in place (1-D and 2-D, 16-bit types): the tensor map's dims
+  // are (bk channels, W, H, cl_chunks channel blocks of a sample, N), not the copy's; 0: the
+  // copy.
+  int cl_chunks;
   // Bytes of the epilogue's staging area (at least kEpiBytes).
   int epi_bytes;
 };
@@ -1108,7 +1112,12 @@ __global__ void __launch_bounds__(kThreads, 2)
               hd->wsh = w0 - w0a;
               tma_load_5d(box, &map, full, w0a, h0, d0, cb * p.bk, n * p.groups + g);
             } else {
-              tma_load_5d(box, &map, full, 0, w0, h0, d0, ngc0 + cb);
+              if (p.cl_chunks) {
+                const int j = ngc0 + cb;
+                tma_load_5d(box, &map, full, 0, w0, h0, j % p.cl_chunks, j / p.cl_chunks);
+              } else {
+                tma_load_5d(box, &map, full, 0, w0, h0, d0, ngc0 + cb);
+              }
             }
             const int64_t wt = ((wtile0 + int64_t(jd) * p.cblocks + cb) * tmax_hw +
                                 int64_t(jh0) * wtiles) * p.tile_bytes;
