@@ -744,7 +744,8 @@ TEST_P(CudaWgmmaPath, MatchesFloat64Oracle) {
 // channels_last inputs of 1-D and 2-D problems in 16-bit types: the wgmma kernel reads them
 // in place through a tensor map over x (no input copy) where every group's channels are a
 // whole number of K steps; float32 (TF32 rounding) and groups of other widths take the copy.
-// Each case says which it expects in bfloat16 and float16.
+// Each case says which it expects in bfloat16 and float16. (The outputs are channels_last
+// too: the channel-major tiles' epilogue then stores a position's channels together.)
 struct ChannelsLastCase {
   Problem problem;
   bool in_place;
@@ -763,6 +764,11 @@ std::vector<ChannelsLastCase> channels_last_cases() {
   // 1-D, 64 channels, dilation 2, long rows.
   v.push_back({make_problem(1, 3, 64, 64, 1, {700, 1, 1}, {3, 1, 1}, {1, 1, 1}, {2, 0, 0},
                             {0, 0, 0}, {2, 1, 1}, true),
+               true});
+  // 40 output channels: a channel-major tile whose last warps hold 8 and no valid channels
+  // (the epilogue's channels-innermost stores and its fallback).
+  v.push_back({make_problem(2, 2, 32, 40, 1, {7, 50, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0},
+                            {0, 0, 0}, {1, 1, 1}, true),
                true});
   // 3-D: the copy (the map has no dimension to spare).
   v.push_back({make_problem(3, 2, 32, 32, 1, {4, 6, 10}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1},

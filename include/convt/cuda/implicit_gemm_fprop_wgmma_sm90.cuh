@@ -649,6 +649,47 @@ __device__ __forceinline__ void store_two_positions(T* y, const float* staged, i
   }
 }
 
+// Channel-major tiles whose output has its channels innermost (channel stride 1, e.g.
+// channels_last): each lane stores the warp's 16 channels of positions lane and lane + 32 of
+// the pass (staged[i * kEpiPitch + q]: channel m0 + i of the pass's position q), 16 bytes
+// per store where aligned, so that a position's channels leave together instead of one
+// element per channel 64 or more elements apart.
+template <typename T, int N>
+__device__ __forceinline__ void store_position_channels(T* y, const float* staged, int pass,
+                                                        int lane, int m0, const EpiInfo* info,
+                                                        int wbox, int rows, int cols,
+                                                        bool zero) {
+  constexpr int kPer = 16 / int(sizeof(T));  // elements per 16-byte store
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int q = lane + 32 * k, nn = pass * 64 + q;
+    if (nn >= N) continue;
+    const int r = nn / wbox, c = nn - r * wbox;
+    if (r >= rows || c >= cols) continue;
+    T* out = y + (info->base[r] + c * info->col_step + info->co0 + m0);
+    if (reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+#pragma unroll
+      for (int s = 0; s < 16 / kPer; ++s) {
+        union {
+          uint4 u;
+          T e[kPer];
+        } pk;
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+          const int i = s * kPer + j;
+          pk.e[j] = Elem<T>::from_float((zero ? 0.f : staged[i * kEpiPitch + q]) +
+                                        info->bias[m0 + i]);
+        }
+        *reinterpret_cast<uint4*>(out + s * kPer) = pk.u;
+      }
+    } else {
+#pragma unroll 4
+      for (int i = 0; i < 16; ++i)
+        out[i] = Elem<T>::from_float((zero ? 0.f : staged[i * kEpiPitch + q]) + info->bias[m0 + i]);
+    }
+  }
+}
+
 // After a wgmma wait: the accumulators count as written here, so that the compiler moves
 // no read of them (the epilogue's, or a copy to local memory) above the wait. (wgmma
 // writes them asynchronously; to the compiler the asm statement that issued it wrote
@@ -1348,9 +1389,13 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
         __syncwarp();
         const int nn = pass * 64 + 2 * lane;
-        if (nn < N)
+        if (ys1 == 1 && co_valid >= 16 * warp + 16) {
+          store_position_channels<T, N>(y, stg, pass, lane, warp * 16, info, p.wbox, rows, cols,
+                                        !has_mma);
+        } else if (nn < N) {
           store_two_positions<T, 4>(y, stg + 2 * lane, kEpiPitch, nn, warp * 16,
                                  co_valid - warp * 16, info, p.wbox, rows, cols, ys1, !has_mma);
+        }
         __syncwarp();
       }
     } else if constexpr (!kFold) {
