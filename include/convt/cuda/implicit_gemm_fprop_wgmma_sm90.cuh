@@ -27,7 +27,10 @@
 //     width (32B, 64B or 128B), is then exactly wgmma's K-major swizzled layout for X, one
 //     row per position (stride byte offset 8 rows), each MMA K step 32 bytes further
 //     along the row. (Rows of 16 bytes, the unswizzled layout, make TMA slow: it moves a
-//     box row at a time.)
+//     box row at a time.) A channels_last 16-bit input of a 1-D or 2-D problem already
+//     has this layout where its groups are whole K steps: the tensor map then covers x
+//     itself, dims (bk, W, H, channel blocks of a sample, N) (Params::cl_chunks), and
+//     there is no copy.
 //  2. Positions are flattened over the box: position n of a tile is box row n / wbox,
 //     column n % wbox. Tap (jh, jw) of the phase then reads rows n + shift with shift =
 //     (jh' * doff_h) * wbox + jw' * doff_w (jh', jw' counted from the last tap), so every
