@@ -757,4 +757,48 @@ TEST(CudaPlanner, InputReadInPlaceStaysWithinItsStage) {
   EXPECT_GT(conflict_free * 2, plans);
 }
 
+// A channels_last input is read in place (no copy) only where its layout is the copy's: 16-bit
+// elements (float32 needs the copy's TF32 rounding), a 1-D or 2-D problem (the tensor map has
+// no dimension to spare for D), no zeros inserted along W, every group's channels a whole
+// number of K steps (then a sample's channel blocks, which the kernel indexes as
+// groups x channel blocks of a group, are the input's channels / bk), and 16-byte-aligned
+// strides and address. Contiguous (NC...) inputs never are.
+TEST(CudaPlanner, ChannelsLastInputsReadInPlaceWhereTheLayoutIsTheCopys) {
+  int in_place = 0, declined = 0;
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p0, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg) return;
+    const Problem p = convt::cuda::wgmma_problem(plan, p0);
+    const int64_t n = p.batch, c = p.in_channels, d = p.input_size[0], h = p.input_size[1],
+                  w = p.input_size[2];
+    const int64_t e = convt::dtype_size(p.dtype);
+    void* aligned = reinterpret_cast<void*>(uintptr_t(1) << 20);
+    const convt::TensorRef cl(aligned, p.dtype, convt::Device::cuda(0), {n, c, d, h, w},
+                              {d * h * w * c, 1, h * w * c, w * c, c});
+    const convt::TensorRef nc(aligned, p.dtype, convt::Device::cuda(0), {n, c, d, h, w},
+                              {c * d * h * w, d * h * w, h * w, w, 1});
+    const bool sixteen = p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16;
+    const bool expect = sixteen && !plan.split && !plan.wg_raw && plan.wg_wup == 1 && d == 1 &&
+                        p.in_channels_per_group() % plan.wg_bk == 0 && (c * e) % 16 == 0 &&
+                        (h == 1 || (w * c * e) % 16 == 0) &&
+                        (n == 1 || (h * w * c * e) % 16 == 0);
+    EXPECT_EQ(convt::cuda::wgmma_channels_last_in_place(plan, p, cl), expect);
+    EXPECT_FALSE(convt::cuda::wgmma_channels_last_in_place(plan, p, nc) && (w > 1 || h > 1));
+    if (expect) {
+      ++in_place;
+      EXPECT_EQ(c / plan.wg_bk, p.groups * plan.wg_cblocks);
+      // (Not at an address that is not 16-byte aligned.)
+      const convt::TensorRef off(static_cast<char*>(aligned) + e, p.dtype, convt::Device::cuda(0),
+                                 {n, c, d, h, w}, {d * h * w * c, 1, h * w * c, w * c, c});
+      EXPECT_FALSE(convt::cuda::wgmma_channels_last_in_place(plan, p, off));
+    } else if (sixteen) {
+      ++declined;
+    }
+  });
+  // (The fuzzed sweep holds 13 such plans and more declined ones; the counts guard the
+  // sweep itself.)
+  EXPECT_GE(in_place, 10);
+  EXPECT_GE(declined, 10) << declined;
+}
+
 }  // namespace
