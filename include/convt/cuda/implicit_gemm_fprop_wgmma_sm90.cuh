@@ -295,8 +295,10 @@ __device__ __forceinline__ void store_xt(uint4* xt, int64_t i, const float (&v)[
   }
 }
 
-// One thread per (16 bytes of a row of xt): kc channels gathered along the channel
-// stride, consecutive threads along W (coalesced loads), one 16-byte store.
+// One thread per (16 bytes of a row of xt): kc channels of a position, consecutive threads
+// along the position's 16-byte pieces, then along W. Where the channels are innermost
+// (channel stride 1: channels_last) and the piece is 16-byte aligned in x, one 16-byte load;
+// else kc loads along the channel stride. One 16-byte store.
 template <typename T>
 __global__ void transpose_input_kernel(TransposeParams p) {
   constexpr int kc = Kc<T>::value;
@@ -304,13 +306,15 @@ __global__ void transpose_input_kernel(TransposeParams p) {
   uint4* xt = static_cast<uint4*>(p.xt);
   const int subs = p.bk / kc;
   const int64_t total = int64_t(p.batch) * p.groups * p.cblocks * subs * p.in[0] * p.in[1] * p.wout;
+  const bool inner = p.x_str[1] == 1;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int wo = int(i % p.wout);
+    const int sub = int(i % subs);
+    int64_t r = i / subs;
+    const int wo = int(r % p.wout);
+    r /= p.wout;
     const bool hit = wo % p.wup == 0;  // an input column, not an inserted zero
     const int w = wo / p.wup;
-    int64_t r = i / p.wout;
-    const int sub = int(r % subs); r /= subs;
     const int h = int(r % p.in[1]); r /= p.in[1];
     const int d = int(r % p.in[0]); r /= p.in[0];
     const int cb = int(r % p.cblocks); r /= p.cblocks;
@@ -318,12 +322,21 @@ __global__ void transpose_input_kernel(TransposeParams p) {
     const int64_t n = r / p.groups;
     const int ch = cb * subs + sub;
     const int64_t base = n * p.x_str[0] + d * p.x_str[2] + h * p.x_str[3] + w * p.x_str[4];
+    const int c0 = ch * kc;
+    const T* src = x + base + (int64_t(g) * p.cig + c0) * p.x_str[1];
     float v[kc];
+    if (hit && inner && c0 + kc <= p.cig && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
+      union {
+        uint4 u;
+        T e[kc];
+      } in;
+      in.u = __ldg(reinterpret_cast<const uint4*>(src));
 #pragma unroll
-    for (int j = 0; j < kc; ++j) {
-      const int c = ch * kc + j;
-      v[j] = hit && c < p.cig ? Elem<T>::to_float(x[base + (int64_t(g) * p.cig + c) * p.x_str[1]])
-                              : 0.f;
+      for (int j = 0; j < kc; ++j) v[j] = Elem<T>::to_float(in.e[j]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kc; ++j)
+        v[j] = hit && c0 + j < p.cig ? Elem<T>::to_float(src[int64_t(j) * p.x_str[1]]) : 0.f;
     }
     store_xt<T>(xt,
                 (((((n * p.groups + g) * p.cblocks + cb) * p.in[0] + d) * p.in[1] + h) * p.wout +
