@@ -774,6 +774,19 @@ std::vector<ChannelsLastCase> channels_last_cases() {
   v.push_back({make_problem(3, 2, 32, 32, 1, {4, 6, 10}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1},
                             {0, 0, 0}, {1, 1, 1}, true),
                false});
+  // Position-major tiles (at most 32 output channels per group), whose epilogue stores a
+  // position's channels together where they are innermost: 24 channels (a pass of 16, then
+  // one of 8), 8 channels, and 20 in a tile of 24 (the last pass falls back to per-channel
+  // stores).
+  v.push_back({make_problem(2, 2, 64, 48, 2, {9, 40, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0},
+                            {0, 0, 0}, {1, 1, 1}, true),
+               true});
+  v.push_back({make_problem(2, 2, 32, 8, 1, {8, 70, 1}, {3, 5, 1}, {1, 1, 1}, {1, 2, 0},
+                            {0, 0, 0}, {1, 1, 1}, false),
+               true});
+  v.push_back({make_problem(2, 2, 64, 40, 2, {6, 33, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0},
+                            {0, 0, 0}, {1, 1, 1}, true),
+               true});
   return v;
 }
 

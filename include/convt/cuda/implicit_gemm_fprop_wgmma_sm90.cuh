@@ -665,44 +665,54 @@ __device__ __forceinline__ void store_two_positions(T* y, const float* staged, i
   }
 }
 
-// Channel-major tiles whose output has its channels innermost (channel stride 1, e.g.
-// channels_last): each lane stores the warp's 16 channels of positions lane and lane + 32 of
-// the pass (staged[i * kEpiPitch + q]: channel m0 + i of the pass's position q), 16 bytes
-// per store where aligned, so that a position's channels leave together instead of one
-// element per channel 64 or more elements apart.
+// An output whose channels are innermost (channel stride 1, e.g. channels_last): a lane
+// stores kCh channels of one staged position (staged[i * pitch + q]: channel m0 + i of
+// position q of the staging, output position nn of the tile) together, 16 bytes per store
+// where aligned, instead of one element per channel, the channels' positions far apart.
+template <typename T, int kCh>
+__device__ __forceinline__ void store_channels_of_position(T* y, const float* staged, int pitch,
+                                                           int q, int nn, int m0,
+                                                           const EpiInfo* info, int wbox,
+                                                           int rows, int cols, bool zero) {
+  constexpr int kPer = 16 / int(sizeof(T));  // elements per 16-byte store
+  static_assert(kCh % kPer == 0, "whole 16-byte stores");
+  const int r = nn / wbox, c = nn - r * wbox;
+  if (r >= rows || c >= cols) return;
+  T* out = y + (info->base[r] + c * info->col_step + info->co0 + m0);
+  if (reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+#pragma unroll
+    for (int s = 0; s < kCh / kPer; ++s) {
+      union {
+        uint4 u;
+        T e[kPer];
+      } pk;
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int i = s * kPer + j;
+        pk.e[j] = Elem<T>::from_float((zero ? 0.f : staged[i * pitch + q]) + info->bias[m0 + i]);
+      }
+      *reinterpret_cast<uint4*>(out + s * kPer) = pk.u;
+    }
+  } else {
+#pragma unroll 4
+    for (int i = 0; i < kCh; ++i)
+      out[i] = Elem<T>::from_float((zero ? 0.f : staged[i * pitch + q]) + info->bias[m0 + i]);
+  }
+}
+
+// Channel-major tiles whose output has its channels innermost: each lane stores the warp's
+// 16 channels of positions lane and lane + 32 of the pass (staged[i * kEpiPitch + q]).
 template <typename T, int N>
 __device__ __forceinline__ void store_position_channels(T* y, const float* staged, int pass,
                                                         int lane, int m0, const EpiInfo* info,
                                                         int wbox, int rows, int cols,
                                                         bool zero) {
-  constexpr int kPer = 16 / int(sizeof(T));  // elements per 16-byte store
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     const int q = lane + 32 * k, nn = pass * 64 + q;
-    if (nn >= N) continue;
-    const int r = nn / wbox, c = nn - r * wbox;
-    if (r >= rows || c >= cols) continue;
-    T* out = y + (info->base[r] + c * info->col_step + info->co0 + m0);
-    if (reinterpret_cast<uintptr_t>(out) % 16 == 0) {
-#pragma unroll
-      for (int s = 0; s < 16 / kPer; ++s) {
-        union {
-          uint4 u;
-          T e[kPer];
-        } pk;
-#pragma unroll
-        for (int j = 0; j < kPer; ++j) {
-          const int i = s * kPer + j;
-          pk.e[j] = Elem<T>::from_float((zero ? 0.f : staged[i * kEpiPitch + q]) +
-                                        info->bias[m0 + i]);
-        }
-        *reinterpret_cast<uint4*>(out + s * kPer) = pk.u;
-      }
-    } else {
-#pragma unroll 4
-      for (int i = 0; i < 16; ++i)
-        out[i] = Elem<T>::from_float((zero ? 0.f : staged[i * kEpiPitch + q]) + info->bias[m0 + i]);
-    }
+    if (nn < N)
+      store_channels_of_position<T, 16>(y, staged, kEpiPitch, q, nn, m0, info, wbox, rows, cols,
+                                        zero);
   }
 }
 
@@ -1441,12 +1451,34 @@ __global__ void __launch_bounds__(kThreads, 2)
           }
         }
         __syncwarp();
-        if (j < 16 * kMB)
+        const int left = co_valid - 16 * pass;  // the pass's valid channels
+        if (ys1 == 1 && left >= 16) {
+          // (Channels innermost: each lane stores the 16 channels of staged positions lane
+          // and lane + 32.)
+#pragma unroll
+          for (int k = 0; k < (16 * kMB + 31) / 32; ++k) {
+            const int q = lane + 32 * k;
+            if (q < 16 * kMB)
+              store_channels_of_position<T, 16>(y, stg, kPitch, q,
+                                                64 * (q / 16) + 16 * warp + q % 16, 16 * pass,
+                                                info, p.wbox, rows, cols, !has_mma);
+          }
+        } else if (NC % 16 == 8 && ys1 == 1 && left == 8) {
+          // (The last 8 channels of a tile of 8, 24 or 40.)
+#pragma unroll
+          for (int k = 0; k < (16 * kMB + 31) / 32; ++k) {
+            const int q = lane + 32 * k;
+            if (q < 16 * kMB)
+              store_channels_of_position<T, 8>(y, stg, kPitch, q,
+                                               64 * (q / 16) + 16 * warp + q % 16, 16 * pass,
+                                               info, p.wbox, rows, cols, !has_mma);
+          }
+        } else if (j < 16 * kMB) {
           // (Unrolled by 4 at 64 channels: fully, the pass loop above stays rolled and the
           // accumulators go to local memory.)
-          store_two_positions<T, (NC > 48 ? 4 : 16)>(y, stg + j, kPitch, nn, 16 * pass,
-                                                     co_valid - 16 * pass, info, p.wbox, rows,
-                                                     cols, ys1, !has_mma);
+          store_two_positions<T, (NC > 48 ? 4 : 16)>(y, stg + j, kPitch, nn, 16 * pass, left,
+                                                     info, p.wbox, rows, cols, ys1, !has_mma);
+        }
         __syncwarp();
       }
     } else {
