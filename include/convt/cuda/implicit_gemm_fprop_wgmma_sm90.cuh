@@ -878,7 +878,8 @@ __device__ __forceinline__ void issue_batch(float (&A)[MB][NA / 2], const uint64
 // output columns 2 c and 2 c + 1 (c = m % wbox, from the tile's first output column, base[]).
 // Per pass of 8 channels each warp stages its positions with the two phases interleaved
 // (channel i of local position q at stg[i * kP2 + 2 q + phase]), then each lane stores a
-// position's two adjacent outputs per channel, one instruction where they are aligned.
+// position's two adjacent outputs per channel, one instruction where they are aligned (or,
+// where the output's channels are innermost, each output's 8 channels together).
 template <typename T, int N, int NC>
 __device__ __forceinline__ void pair_epilogue(float (&acc)[N / 64][NC / 2],
                                               float (&acc2)[N / 64][NC / 2], bool mma0,
@@ -914,6 +915,36 @@ __device__ __forceinline__ void pair_epilogue(float (&acc)[N / 64][NC / 2],
       const bool v0 = r < rows && c < cols0, v1 = r < rows && c < cols1;
       if (!(v0 || v1)) continue;
       T* q = y + (info->base[r] + 2 * c * cstep + int64_t(info->co0 + c8) * ys1);
+      if (ys1 == 1 && co_valid - c8 >= 8) {
+        // (Channels innermost: each of the two outputs' 8 channels together, 16 bytes per
+        // store where aligned.)
+        constexpr int kPer = 16 / int(sizeof(T));
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          if (!(e == 0 ? v0 : v1)) continue;
+          T* out = q + e * cstep;
+          if (reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+#pragma unroll
+            for (int s = 0; s < 8 / kPer; ++s) {
+              union {
+                uint4 u;
+                T v[kPer];
+              } pk;
+#pragma unroll
+              for (int j = 0; j < kPer; ++j) {
+                const int i = s * kPer + j;
+                pk.v[j] = Elem<T>::from_float(stg[i * kP2 + 2 * ql + e] + info->bias[c8 + i]);
+              }
+              *reinterpret_cast<uint4*>(out + s * kPer) = pk.u;
+            }
+          } else {
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+              out[i] = Elem<T>::from_float(stg[i * kP2 + 2 * ql + e] + info->bias[c8 + i]);
+          }
+        }
+        continue;
+      }
       // (Every channel's pair aligned: the first's, and an even channel stride.)
       const bool pair = v0 && v1 && cstep == 1 && ys1 % 2 == 0 &&
                         reinterpret_cast<uintptr_t>(q) % (2 * sizeof(T)) == 0;
