@@ -191,10 +191,10 @@ fi
 if has wg-test; then
   # The persistent wgmma kernel's tests (CudaWgmmaPath: every TMA case and its own;
   # CudaWgmmaTiles: its other tiles).
-  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*'
+  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*:*WgmmaXp*'
   grep -E "PASSED|FAILED" "$OUT/wg-test.log" | tail -12 | tee -a "$SUMMARY"
   if [ -n "${WG_TEST_ENV:-}" ]; then  # the same tests again with one more setting
-    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*'
+    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*:*WgmmaXp*'
     grep -E "PASSED|FAILED" "$OUT/wg-test-env.log" | tail -12 | tee -a "$SUMMARY"
   fi
 fi
@@ -202,12 +202,12 @@ if has wg-sanitize; then
   # (With WG_TEST_ENV, each tool runs a second time with that setting.)
   for tool in memcheck racecheck initcheck; do
     step "wg-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
-      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*'
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*:*WgmmaXp*'
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
     if [ -n "${WG_TEST_ENV:-}" ]; then
       step "wg-sanitize-env-$tool" env CONVT_TEST_QUICK=1 $WG_TEST_ENV compute-sanitizer \
         --tool "$tool" --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" \
-        --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*'
+        --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*:*WgmmaXp*'
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-env-$tool.log" | tail -3 | tee -a "$SUMMARY"
     fi
   done
@@ -265,6 +265,31 @@ if has wup; then
   python3 scripts/bench_compare.py "$OUT/bench-wup-0.json" "$OUT/bench-wup-1.json" | tee -a "$SUMMARY"
   python3 scripts/bench_compare.py "$OUT/bench-wup-shapes-0.json" "$OUT/bench-wup-shapes-1.json" |
     tee -a "$SUMMARY"
+fi
+if has xp; then
+  # The input transposed in the kernel (16-bit types) against the input copy
+  # (CONVT_WG_XP=0): XP_CASES of the suite with scripts/time_cases.py, XP_DTYPES (default
+  # bf16), each of XP_MODES (CONVT_WG_XP values, d: unset; default "0 d") twice,
+  # interleaved; then layers of published models with convt bench.
+  XP_CASES=${XP_CASES:-kb57,kb58,kb61,kb64,kb65,kb68,kb69,kb70,kb71,kb72,kb73,kb74,kb78}
+  for dt in ${XP_DTYPES:-bf16}; do
+    for r in 1 2; do
+      for v in ${XP_MODES:-0 d}; do
+        if [ "$v" = d ]; then xenv=(env -u CONVT_WG_XP); else xenv=(env CONVT_WG_XP=$v); fi
+        step "xp-$dt-$v-$r" "${xenv[@]}" python3 scripts/time_cases.py "$dt" "$XP_CASES"
+        grep -E "^kb" "$OUT/xp-$dt-$v-$r.log" | sed "s/^/$v: /" | tee -a "$SUMMARY"
+      done
+    done
+  done
+  XP_SHAPES=${XP_SHAPES:-"2d N=8 C=256->128 in=64x64 k=4 s=2 p=1;2d N=4 C=128->64 in=128x128 k=3 p=1;3d N=2 C=64->32 in=16x32x32 k=3 s=2 p=1 op=1;1d N=16 C=128->64 in=32768 k=4 s=2 p=1;2d N=8 C=512->256 in=32x32 k=4 s=2 p=1"}
+  IFS=';' read -ra XP_LIST <<<"$XP_SHAPES"
+  XP_SHAPE_ARGS=()
+  for sh in "${XP_LIST[@]}"; do XP_SHAPE_ARGS+=(--shape "$sh"); done
+  for v in ${XP_MODES:-0 d}; do
+    if [ "$v" = d ]; then xenv=(env -u CONVT_WG_XP); else xenv=(env CONVT_WG_XP=$v); fi
+    step "xp-shapes-$v" "${xenv[@]}" python3 -m convt bench "${XP_SHAPE_ARGS[@]}" \
+      --dtype bf16 --reps 10 --json "$OUT/bench-xp-shapes-$v.json" -q
+  done
 fi
 if has raw; then
   # The wgmma kernel reading the input in place (CONVT_WG_RAW=1, wherever it can run)

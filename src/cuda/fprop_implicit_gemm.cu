@@ -294,7 +294,7 @@ static int wg_env_int(const char* name) {
 // raw: a position-major tile that reads the input in place (float32 as TF32; see
 // ImplicitGemmFpropPlan::wg_raw); wmerge: W phases merged (ImplicitGemmFpropPlan::wg_wmerge).
 static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw = false,
-                            bool wmerge = false, bool wpairs = false) {
+                            bool wmerge = false, bool wpairs = false, bool xp_ok = true) {
   auto no = [&](std::string why) {
     plan.wg = false;
     plan.wg_reason = std::move(why);
@@ -601,6 +601,43 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   plan.wg_wv = int(best_wv);
   plan.wg_rows = int(best_rows);
   plan.wg_raw = raw;
+  // The input transposed in the kernel (ImplicitGemmFpropPlan::wg_xp: 16-bit types, unfolded
+  // tiles): the tile and K step stay the copy's, and the raw pieces' ring takes the shared
+  // memory their stages leave, at least kXpMinPieces pieces, at most two K steps' worth,
+  // with three stages or more left (stages of the copy's given up for it), or two where the
+  // problem does at most 768 multiply-adds per input element (so that the copy, which moves
+  // the input twice more, is a large part of the time). It does not run past 1024 per
+  // input element: there the copy is a small part and the transposition, which fills a stage
+  // only once the raw box is in, a longer wait for the MMAs. Measured on an H200 in bfloat16
+  // (docs/kernels.md, against the copy): 1.06x-1.36x on kb57 (576 per element, three
+  // stages), kb64 (384, two), kb70, kb71, kb74 and kb78, 0.69x-0.91x on kb61, kb68, kb69 and
+  // kb73 (865-4800, two stages). CONVT_WG_XP=0 asks for the copy, CONVT_WG_XP=1 for the
+  // transposition wherever two stages and the ring fit.
+  plan.wg_xp = false;
+  {
+    const char* xp_s = std::getenv("CONVT_WG_XP");
+    const int xp_env = xp_s != nullptr && *xp_s != '\0' ? std::atoi(xp_s) : -1;
+    const double macs_per_elem = double(cog) *
+                                 double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]);
+    const int min_stages = xp_env == 1 || macs_per_elem <= 768 ? 2 : 3;
+    const bool want = xp_ok && copies == 1 && !raw && fold == 1 && e == 2 && xp_env != 0 &&
+                      (xp_env == 1 || macs_per_elem <= 1024);
+    const int64_t hp = std::min<int64_t>(wg::xp_piece_rows(plan.wg_bk), plan.wg_hbox);
+    const int64_t piece = hp * plan.wg_bk * 64;
+    const int64_t per_step = wg::xp_chunks(plan.wg_wbox) * ((plan.wg_hbox + hp - 1) / hp);
+    for (int64_t stages = plan.wg_stages; want && stages >= min_stages; --stages) {
+      const int64_t left = stage_budget - stages * plan.wg_stage_bytes - wg::kXpMetaBytes - 1024;
+      const int64_t pieces =
+          std::min<int64_t>({left / piece, 2 * per_step, int64_t(wg::kXpMaxPieces)});
+      if (pieces >= wg::kXpMinPieces) {
+        plan.wg_xp = true;
+        plan.wg_stages = int(stages);
+        plan.wg_xp_pieces = int(pieces);
+        plan.wg_xp_rows = int(hp);
+        break;
+      }
+    }
+  }
   plan.wg_fold = fold;
   plan.wg_scatter = scatter;
   plan.wg_sc_clo = int(sc_clo);
@@ -671,9 +708,13 @@ static bool memory_bound_with_w_zeros(const Problem& p, bool split, int nc) {
 }
 
 std::size_t wgmma_shared_bytes(const ImplicitGemmFpropPlan& plan) {
+  const int epi = std::max(plan.wg_epi_bytes, wg::kEpiBytes);
+  if (plan.wg_xp)
+    return std::size_t(wg::xp_area_offset(plan.wg_stages, plan.wg_stage_bytes, epi)) +
+           std::size_t(plan.wg_xp_pieces) * plan.wg_xp_rows * plan.wg_bk * 64 +
+           wg::kXpMetaBytes + 1024;
   return std::size_t(plan.wg_stages) * plan.wg_stage_bytes + wg::kMaxStages * wg::kHeaderBytes +
-         std::size_t(std::max(plan.wg_epi_bytes, wg::kEpiBytes)) + wg::kInfoBytes +
-         wg::kBarrierBytes + 1024;
+         std::size_t(epi) + wg::kInfoBytes + wg::kBarrierBytes + 1024;
 }
 
 std::size_t wgmma_max_shared_bytes() { return wg::kBlockSmem; }
@@ -775,7 +816,8 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
       const int wup_env = env != nullptr && *env != '\0' ? std::atoi(env) : -1;
       if (wup_env != 0) {
         ImplicitGemmFpropPlan up = plan;
-        plan_wgmma_tile(w_upsampled(p, p.stride[2]), up);
+        // (Zeros inserted along W come with the copy: not transposed in the kernel.)
+        plan_wgmma_tile(w_upsampled(p, p.stride[2]), up, false, false, false, false);
         if (up.wg && (wup_env == 1 || memory_bound_with_w_zeros(p, plan.split, up.wg_nc))) {
           plan = up;
           plan.wg_wup = int(p.stride[2]);
@@ -1017,6 +1059,41 @@ bool make_channels_last_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan
                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+bool wgmma_input_transposed_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                                      const TensorRef& x) {
+  if (!plan.wg || !plan.wg_xp || plan.wg_raw || plan.split || plan.wg_wup > 1 || plan.wg_fold > 1)
+    return false;
+  if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) return false;
+  if (wgmma_channels_last_in_place(plan, p, x)) return false;
+  return wgmma_input_in_place(p, x);
+}
+
+bool make_xp_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,
+                        const TensorRef& x) {
+  if (!wgmma_input_transposed_in_kernel(plan, p, x)) return false;
+  const int64_t e = dtype_size(p.dtype);
+  const int64_t cig = p.in_channels_per_group();
+  const cuuint64_t dims[5] = {cuuint64_t(p.input_size[2]), cuuint64_t(cig),
+                              cuuint64_t(p.input_size[1]), cuuint64_t(p.input_size[0]),
+                              cuuint64_t(p.batch * p.groups)};
+  // (Dimensions of size 1 get the strides of a dense tensor: only coordinate 0 is read.)
+  const int64_t sh = p.input_size[1] > 1 ? x.strides[3] * e : round_up(p.input_size[2] * e, 16);
+  const int64_t sd = p.input_size[0] > 1 ? x.strides[2] * e : sh * p.input_size[1];
+  const int64_t sc = cig > 1 ? x.strides[1] * e : sd * p.input_size[0];
+  const int64_t sng = p.groups > 1 ? cig * sc : p.batch > 1 ? x.strides[0] * e : cig * sc;
+  const cuuint64_t gstrides[4] = {cuuint64_t(sc), cuuint64_t(sh), cuuint64_t(sd),
+                                  cuuint64_t(sng)};
+  const cuuint32_t box[5] = {cuuint32_t(wg::kXpCols), cuuint32_t(plan.wg_bk),
+                             cuuint32_t(plan.wg_xp_rows), 1, 1};
+  const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
+  const CUtensorMapDataType type = p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                              : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return encode_tiled_fn()(map, type, 5, const_cast<void*>(x.data), dims, gstrides, box, estr,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_64B,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 namespace {
 
 // Whether the TMA kernel runs (plan, problem, input) on `device`; fills `map` when it does
@@ -1161,6 +1238,8 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
                       : std::string(),
       wgmma_channels_last_in_place(plan, wgmma_problem(plan, p), x)
           ? ", channels_last input read in place"
+      : wgmma_input_transposed_in_kernel(plan, wgmma_problem(plan, p), x)
+          ? ", input transposed in the kernel"
       : !plan.wg_raw               ? ""
       : wgmma_input_in_place(p, x) ? ", input read in place (A from registers)"
                                     : ", input padded, then read in place (A from registers)",

@@ -274,12 +274,13 @@ void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
 // ---------------------------------------------------------------------------------------
 
 template <typename T, int N, bool kSplit, int NC = 0, bool kRaw = false, int FOLD = 1,
-          int WPH = 1>
+          int WPH = 1, bool kXp = false>
 void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
                     cudaStream_t stream, int device) {
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem(wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH>, wg::kBlockSmem, device,
-             smem_set);
+  const auto kernel = wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH, kXp>;
+  constexpr int threads = wg::block_threads(kXp);
+  allow_smem(kernel, wg::kBlockSmem, device, smem_set);
   // Persistent: as many blocks as are resident at once, at most one per tile.
   static std::atomic<int> cached_sms{0};
   int sms = cached_sms.load(std::memory_order_relaxed);
@@ -289,13 +290,10 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
     cached_sms.store(sms, std::memory_order_relaxed);
   }
   int per_sm = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                 &per_sm, wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH>, wg::kThreads,
-                 smem),
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   const int64_t blocks = std::min<int64_t>(fp.tiles, int64_t(sms) * std::max(per_sm, 1));
-  wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH>
-      <<<static_cast<unsigned>(blocks), wg::kThreads, smem, stream>>>(map, fp);
+  kernel<<<static_cast<unsigned>(blocks), threads, smem, stream>>>(map, fp);
   check_cuda(cudaGetLastError(), "implicit-GEMM (wgmma) forward launch");
 }
 
@@ -352,6 +350,51 @@ void launch_wgmma_fold(const wg::Params& fp, const CUtensorMap& map, std::size_t
     default:
       CONVT_CHECK(fold == 7, "convt: wgmma tile with ", fold, " W taps folded");
       launch_wgmma_n<T, fold_positions(NC, 7), false, NC, false, 7>(fp, map, smem, stream, device);
+  }
+}
+
+// The wgmma kernel with the input transposed in the kernel (16-bit types; channel-major
+// tiles of n positions, or position-major tiles of 256 positions x nc channels, with W phase
+// pairs where wph is 2), in translation units of their own (fprop_launch_*_xp*.cu).
+template <typename T>
+void launch_wgmma_xp(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
+                     cudaStream_t stream, int device, int n) {
+  using fprop_detail::launch_wgmma_n;
+  {
+    switch (n) {
+      case 128: launch_wgmma_n<T, 128, false, 0, false, 1, 1, true>(fp, map, smem, stream, device); break;
+      case 160: launch_wgmma_n<T, 160, false, 0, false, 1, 1, true>(fp, map, smem, stream, device); break;
+      case 192: launch_wgmma_n<T, 192, false, 0, false, 1, 1, true>(fp, map, smem, stream, device); break;
+      case 208: launch_wgmma_n<T, 208, false, 0, false, 1, 1, true>(fp, map, smem, stream, device); break;
+      case 224: launch_wgmma_n<T, 224, false, 0, false, 1, 1, true>(fp, map, smem, stream, device); break;
+      default:
+        CONVT_CHECK(n == 256, "convt: wgmma tile of ", n, " positions");
+        launch_wgmma_n<T, 256, false, 0, false, 1, 1, true>(fp, map, smem, stream, device);
+    }
+  }
+}
+template <typename T>
+void launch_wgmma_xp_pos(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
+                         cudaStream_t stream, int device, int nc, int wph) {
+  using fprop_detail::launch_wgmma_n;
+  if (wph == 2) {
+    switch (nc) {
+      case 8: launch_wgmma_n<T, 256, false, 8, false, 1, 2, true>(fp, map, smem, stream, device); return;
+      case 16: launch_wgmma_n<T, 256, false, 16, false, 1, 2, true>(fp, map, smem, stream, device); return;
+      case 24: launch_wgmma_n<T, 256, false, 24, false, 1, 2, true>(fp, map, smem, stream, device); return;
+      default:
+        CONVT_CHECK(nc == 32, "convt: wgmma W phase pairs of ", nc, " channels");
+        launch_wgmma_n<T, 256, false, 32, false, 1, 2, true>(fp, map, smem, stream, device); return;
+    }
+  }
+  switch (nc) {
+    case 8: launch_wgmma_n<T, 256, false, 8, false, 1, 1, true>(fp, map, smem, stream, device); break;
+    case 16: launch_wgmma_n<T, 256, false, 16, false, 1, 1, true>(fp, map, smem, stream, device); break;
+    case 24: launch_wgmma_n<T, 256, false, 24, false, 1, 1, true>(fp, map, smem, stream, device); break;
+    case 32: launch_wgmma_n<T, 256, false, 32, false, 1, 1, true>(fp, map, smem, stream, device); break;
+    default:
+      CONVT_CHECK(nc == 48, "convt: wgmma position-major tile of ", nc, " channels");
+      launch_wgmma_n<T, 256, false, 48, false, 1, 1, true>(fp, map, smem, stream, device);
   }
 }
 
@@ -413,6 +456,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
 
   alignas(64) CUtensorMap map;
   int cl_chunks = 0;
+  bool xp = false;  // the input transposed in the kernel
   if (plan.wg_raw) {
     // The kernel reads x itself where a tensor map can (wgmma_input_in_place); else x is
     // first copied into the workspace as a contiguous tensor with W padded to 16 bytes.
@@ -439,6 +483,9 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   } else if (make_channels_last_tensor_map(&map, plan, p, x)) {
     // A channels_last 16-bit input: read in place, no copy.
     cl_chunks = int(p.groups * plan.wg_cblocks);
+  } else if (sizeof(T) == 2 && make_xp_tensor_map(&map, plan, p, x)) {
+    // An NC... 16-bit input: raw boxes of x, transposed in the kernel, no copy.
+    xp = true;
   } else {
     wg::TransposeParams tp{};
     tp.x = x.data;
@@ -546,8 +593,24 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.ws_off = plan.wg_ws_off;
   fp.split_ngc = fp.batch * fp.groups * fp.cblocks;
   fp.w_small = packed * int64_t(sizeof(T));
+  fp.xp_chunks = wg::xp_chunks(plan.wg_wbox);
+  fp.xp_pieces = plan.wg_xp_pieces;
+  fp.xp_rows = plan.wg_xp_rows;
+  fp.xp_piece_bytes = plan.wg_xp_rows * plan.wg_bk * 64;
   const std::size_t smem = wgmma_shared_bytes(plan);
-  if (plan.wg_raw) {
+  if (xp) {
+    if constexpr (sizeof(T) == 2) {
+      CONVT_CHECK(plan.wg_fold == 1, "convt: the input transposed in the kernel with W taps folded");
+      if (plan.wg_nc > 0) {
+        CONVT_CHECK(plan.wg_n == 256, "convt: wgmma position-major tile of ", plan.wg_n,
+                    " positions");
+        launch_wgmma_xp_pos<T>(fp, map, smem, opt.stream, device, plan.wg_nc,
+                               plan.wg_wpairs ? 2 : 1);
+      } else {
+        launch_wgmma_xp<T>(fp, map, smem, opt.stream, device, plan.wg_n);
+      }
+    }
+  } else if (plan.wg_raw) {
     if constexpr (std::is_same<T, float>::value && !kSplit) {
       launch_wgmma_raw(fp, map, smem, opt.stream, device, plan.wg_nc);
     } else {
@@ -630,10 +693,18 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
   CONVT_EXTERN_WGMMA_FOLD(T, 16);                                                          \
   CONVT_EXTERN_WGMMA_FOLD(T, 24);                                                          \
   CONVT_EXTERN_WGMMA_FOLD(T, 32);                                                          \
+  CONVT_EXTERN_WGMMA_XP(T);                                                                \
   template void launch_fprop_wgmma<T, kSplit>(const ImplicitGemmFpropPlan&, const Problem&,\
                                       const TensorRef&, const TensorRef&, const TensorRef*,  \
                                       const TensorRef&, const ExecOptions&, int,             \
                                       const WgmmaMapFn&)
+// The kernels transposing the input (16-bit types: fprop_launch_*_xp*.cu; float declares
+// them too, never launched).
+#define CONVT_EXTERN_WGMMA_XP(T)                                                            \
+  extern template void launch_wgmma_xp<T>(const wg::Params&, const CUtensorMap&,           \
+                                          std::size_t, cudaStream_t, int, int);            \
+  extern template void launch_wgmma_xp_pos<T>(const wg::Params&, const CUtensorMap&,       \
+                                              std::size_t, cudaStream_t, int, int, int)
 // The folded tiles of NC channels, one unit per (T, NC) (fprop_launch_*_fold*.cu).
 #define CONVT_EXTERN_WGMMA_FOLD(T, NC)                                                      \
   extern template void launch_wgmma_fold<T, NC>(const wg::Params&, const CUtensorMap&,     \
@@ -641,6 +712,12 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
 #define CONVT_INSTANTIATE_WGMMA_FOLD(T, NC)                                                 \
   template void launch_wgmma_fold<T, NC>(const wg::Params&, const CUtensorMap&,            \
                                          std::size_t, cudaStream_t, int, int)
+#define CONVT_INSTANTIATE_WGMMA_XP(T)                                                       \
+  template void launch_wgmma_xp<T>(const wg::Params&, const CUtensorMap&, std::size_t,       \
+                                   cudaStream_t, int, int)
+#define CONVT_INSTANTIATE_WGMMA_XP_POS(T)                                                   \
+  template void launch_wgmma_xp_pos<T>(const wg::Params&, const CUtensorMap&, std::size_t,   \
+                                       cudaStream_t, int, int, int)
 #define CONVT_INSTANTIATE_WGMMA_POS(T, kSplit)                                              \
   template void launch_wgmma_pos<T, kSplit>(const wg::Params&, const CUtensorMap&,         \
                                             std::size_t, cudaStream_t, int, int, int)

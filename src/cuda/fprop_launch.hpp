@@ -38,6 +38,12 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
 bool make_channels_last_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan,
                                    const Problem& p, const TensorRef& x);
 
+// The tensor map over an NC... 16-bit input whose raw boxes the wgmma kernel transposes
+// itself (plan.wg_xp; see wgmma_input_transposed_in_kernel); false where it cannot (the
+// input copy runs then).
+bool make_xp_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,
+                        const TensorRef& x);
+
 // Makes the tensor map of the wgmma kernel's input (see launch_fprop_wgmma): strides null,
 // the blocked copy at `data`; else, for the kernel reading the input in place, the
 // (N, C, D, H, W) input at `data` with element strides `strides`.

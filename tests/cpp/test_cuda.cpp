@@ -812,6 +812,82 @@ TEST_P(CudaWgmmaChannelsLast, ReadsInPlaceWhereItCanAndMatchesFloat64Oracle) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaChannelsLast,
                          ::testing::Range(0, static_cast<int>(channels_last_cases().size())));
 
+// NC... inputs in 16-bit types: the wgmma kernel loads raw boxes of x by TMA and transposes
+// them itself (no input copy) where a tensor map can read x (W contiguous, 16-byte strides),
+// else it copies. Each case says which it expects with CONVT_WG_XP=1 (the transposition
+// wherever two stages and its ring fit); each runs with it and with CONVT_WG_XP=0 (the
+// copy), both against the float64 oracle.
+struct XpCase {
+  Problem problem;
+  bool xp;
+};
+
+std::vector<XpCase> xp_cases() {
+  std::vector<XpCase> v;
+  // 64 channels (K steps of 128-byte rows), padding: boxes starting before column 0, so the
+  // raw chunks start up to 7 columns early.
+  v.push_back({make_problem(2, 2, 64, 64, 1, {9, 72, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0},
+                            {0, 0, 0}, {1, 1, 1}, true),
+               true});
+  // Rows wider than a box (several column segments, several raw chunks), 32 channels.
+  v.push_back({make_problem(2, 2, 32, 48, 1, {5, 200, 1}, {3, 5, 1}, {1, 1, 1}, {1, 2, 0},
+                            {0, 0, 0}, {1, 1, 1}, false),
+               true});
+  // Two groups of 24 input channels: the last channel block of a group zero-filled.
+  v.push_back({make_problem(2, 3, 48, 64, 2, {6, 40, 1}, {3, 3, 1}, {1, 1, 1}, {0, 1, 0},
+                            {0, 0, 0}, {1, 1, 1}, true),
+               true});
+  // 3-D, a position-major tile of 24 channels, boxes of several rows.
+  v.push_back({make_problem(3, 2, 16, 24, 1, {5, 12, 24}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1},
+                            {0, 0, 0}, {1, 1, 1}, false),
+               true});
+  // 1-D, dilation 3, long rows (position shifts of 3 columns per tap).
+  v.push_back({make_problem(1, 2, 32, 64, 1, {1000, 1, 1}, {5, 1, 1}, {1, 1, 1}, {0, 0, 0},
+                            {0, 0, 0}, {3, 1, 1}, true),
+               true});
+  // 3-D, strides 2 (W phase pairs in 16-bit types), 32 channels.
+  v.push_back({make_problem(3, 2, 32, 32, 1, {4, 8, 32}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1},
+                            {1, 0, 1}, {1, 1, 1}, false),
+               true});
+  // Rows of 50 elements (100 bytes): no tensor map over x, the copy runs.
+  v.push_back({make_problem(2, 2, 32, 32, 1, {6, 50, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0},
+                            {0, 0, 0}, {1, 1, 1}, false),
+               false});
+  return v;
+}
+
+class CudaWgmmaXp : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaXp, TransposesWhereItCanAndMatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const XpCase c = xp_cases()[static_cast<size_t>(GetParam())];
+  for (const Precision& precision : kPrecisions) {
+    if (precision.dtype != DType::kBFloat16 && precision.dtype != DType::kFloat16) continue;
+    for (const bool off : {false, true}) {
+      SCOPED_TRACE(off ? "CONVT_WG_XP=0" : "default");
+      const ScopedEnv env("CONVT_WG_XP", off ? "0" : "1");
+      Problem p = c.problem;
+      p.dtype = precision.dtype;
+      ExecOptions opt;
+      opt.math = precision.math;
+      opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+      HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, Layout::kContiguous);
+      DeviceTensor gx(x, nullptr);
+      const std::string what = convt::describe_forward(p, gx.ref, opt);
+      EXPECT_NE(what.find("wgmma persistent"), std::string::npos) << precision.name << ": " << what;
+      EXPECT_EQ(what.find("input transposed in the kernel") != std::string::npos, c.xp && !off)
+          << precision.name << ": " << what;
+      check_all_directions(c.problem, Layout::kContiguous, precision,
+                           6151u * uint64_t(GetParam()) + (off ? 1 : 0), nullptr, false,
+                           ForwardKernel::kImplicitGemmWgmma);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaXp,
+                         ::testing::Range(0, static_cast<int>(xp_cases().size())));
+
 TEST(CudaWgmmaPathSplit, StrictFloat32RunsOnItWhereTwoStagesFit) {
   const std::string reason = wgmma_unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << reason;

@@ -295,6 +295,7 @@ int64_t folded_positions(int64_t nc, int64_t fold) {
 // positions as folded_positions allows); wider ones 64 channels x N positions.
 TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
   int plans = 0, split_plans = 0, position_major = 0, deep = 0, resegmented = 0;
+  int transposed = 0, copied = 0;  // 16-bit unfolded plans without zeros inserted
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
                                                              const Plan& plan) {
     if (!plan.usable || !plan.wg) return;
@@ -332,6 +333,28 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
     EXPECT_EQ(plan.wg_stage_bytes % 1024, 0);
     EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
     EXPECT_GE(plan.wg_stages, 2);
+    // The input transposed in the kernel: 16-bit types, unfolded tiles, no zeros inserted;
+    // its raw box (32 columns x bk channels x hbox rows) a TMA box, its slots within the
+    // block's shared memory (above).
+    const bool sixteen = p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16;
+    // Not where the problem does more than 1024 multiply-adds per input element; two
+    // stages left only at 768 or fewer.
+    const int64_t macs = p.out_channels_per_group() * p.kernel_size[0] * p.kernel_size[1] *
+                         p.kernel_size[2];
+    if (plan.wg_xp) {
+      ++transposed;
+      EXPECT_LE(macs, 1024);
+      if (plan.wg_stages < 3) EXPECT_LE(macs, 768);
+      EXPECT_TRUE(sixteen && plan.wg_fold == 1 && plan.wg_wup == 1 && !plan.wg_raw);
+      EXPECT_LE(plan.wg_hbox, 256);
+      EXPECT_LE(plan.wg_bk, 64);
+      // Pieces of at most 4 KB (32 columns x bk channels x rows), 4 to 16 of them.
+      EXPECT_EQ(plan.wg_xp_rows, std::min(64 / plan.wg_bk, plan.wg_hbox));
+      EXPECT_GE(plan.wg_xp_pieces, 4);
+      EXPECT_LE(plan.wg_xp_pieces, 16);
+    } else if (sixteen && plan.wg_fold == 1 && plan.wg_wup == 1) {
+      ++copied;
+    }
     EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
     EXPECT_LE(plan.wg_rows, 32);
     // (Scattered W taps size their segments by the staging area too:
@@ -368,6 +391,7 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
   EXPECT_GT(deep, 20);
   EXPECT_GT(resegmented, 5);
   EXPECT_GT(position_major, 50);
+  EXPECT_GT(transposed, 30) << transposed << " transposed, " << copied << " copied";
 }
 
 // Whether p, with its multiply-adds counted by brute force over every (input position,

@@ -134,6 +134,25 @@ constexpr int kBlockSmem = 113 * 1024;
 constexpr int kStageBudget =
     kBlockSmem - kEpiBytes - kInfoBytes - kBarrierBytes - kMaxStages * kHeaderBytes - 1024;
 
+// The input transposed in the kernel (16-bit types, the kernel's kXp; see the top of this
+// file): TMA loads a K step's raw box of x in pieces of kXpCols columns x bk channels x
+// xp_piece_rows(bk) rows (at most 4 KB) through a ring of pieces, and a warp of its own
+// transposes them into the stages. Its area follows the barriers, 1024-byte aligned: the
+// ring, then kXpMetaBytes of barriers, piece headers and a 16-byte trash row per lane.
+constexpr int kXpCols = 32;  // columns of a piece: 64 bytes, the 64-byte swizzle
+constexpr int kXpMinPieces = 4;
+constexpr int kXpMaxPieces = 16;
+constexpr int kXpMetaBytes = 1024;
+__host__ __device__ constexpr int block_threads(bool xp) { return xp ? 192 : 160; }
+__host__ __device__ constexpr int xp_piece_rows(int bk) { return 64 / bk; }
+// Pieces along a box row: its wbox columns from up to 7 before the first (16-byte aligned).
+__host__ __device__ constexpr int xp_chunks(int wbox) { return (wbox + 7 + kXpCols - 1) / kXpCols; }
+// Offset of the ring from the (1024-aligned) start of the block's shared memory.
+__host__ __device__ constexpr int xp_area_offset(int stages, int stage_bytes, int epi_bytes) {
+  return (stages * stage_bytes + kMaxStages * kHeaderBytes + epi_bytes + kInfoBytes +
+          kBarrierBytes + 1023) / 1024 * 1024;
+}
+
 // The N (positions per tile) the kernel is built for; see wgmma_ss_sm90.cuh.
 constexpr int kNumN = 6;
 __host__ __device__ constexpr int n_choice(int i) {
@@ -243,6 +262,9 @@ struct Params {
   int cl_chunks;
   // Bytes of the epilogue's staging area (at least kEpiBytes).
   int epi_bytes;
+  // The input transposed in the kernel (kXp): pieces per box row (xp_chunks(wbox)), the
+  // ring's pieces, rows per piece and a piece's bytes (kXpCols x bk x rows elements).
+  int xp_chunks, xp_pieces, xp_rows, xp_piece_bytes;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -1052,6 +1074,90 @@ __device__ __forceinline__ void raw_steps(float (&acc)[MB][NC / 2], uint32_t (&a
   }
 }
 
+// ---------------------------------------------------------------------------------------
+// The input transposed in the kernel (kXp)
+// ---------------------------------------------------------------------------------------
+
+// What the producer tells the transposer about a piece: the stage its box goes to (-1: the
+// end), its first box row and its column chunk, the box's first column within the chunks
+// (they start at a multiple of 16 bytes), and whether it is the K step's last piece.
+struct XpHeader {
+  int16_t stage, h0;
+  int8_t chunk, wsh, last;
+};
+static_assert(2 * 8 * kXpMaxPieces + sizeof(XpHeader) * kXpMaxPieces <= 512 &&
+                  512 + 32 * 16 <= kXpMetaBytes,
+              "the ring's barriers, headers and trash rows fit their area");
+
+__device__ __forceinline__ void mbar_arrive_count(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(count)
+               : "memory");
+}
+
+// Orders this thread's shared-memory writes before later reads by the async proxy (wgmma).
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Transposes one piece of a K step's raw box into the stage's K-major box. The piece holds
+// `rows` box rows from h0 on of kXpCols columns (from column 32 chunk - wsh of the box on),
+// [row][bk = 8 G channels][kXpCols columns], its 64-byte lines swizzled as TMA's 64-byte
+// swizzle writes them (16-byte unit j of line L at j ^ ((L >> 1) & 3)). Box row (position)
+// q = h * wbox + column holds the position's bk channels, swizzled in the row's width rb =
+// 2 bk bytes as the input copy's tensor map writes them (unit c of row q at c ^ (q & 7),
+// ((q >> 1) & 3) or ((q >> 2) & 1) for rows of 128, 64 or 32 bytes). Each 8 x 8 block (8
+// channels of 8 columns) is one ldmatrix.trans matrix, read along the channels, and one
+// stmatrix matrix, written along the positions; four per instruction (lane 8m + i
+// addressing row i of matrix m), G per piece row, at most 8 per piece, all loaded before
+// any is stored. Columns outside the box go to the lane's trash row. Every access is free
+// of bank conflicts: a matrix's 8 rows are 8 swizzle phases of either layout.
+template <int G>
+__device__ __forceinline__ void xp_transpose_piece(uint32_t piece, uint32_t box, uint32_t trash,
+                                                   int h0, int rows, int chunk, int wsh,
+                                                   int wbox, int lane) {
+  constexpr int kBk = 8 * G, kRb = 2 * kBk, kRows = 8 / G;
+  const int m = lane >> 3, li = lane & 7;
+  const uint32_t sxor = uint32_t((li >> 1) & 3);  // the source lines' swizzle phase
+  uint32_t v[8][4];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (r < rows) {
+#pragma unroll
+      for (int i = 0; i < G; ++i) {
+        const int u = 4 * i + m, b = u / G, cg = u % G;
+        const uint32_t src = piece + uint32_t((r * kBk + 8 * cg + li) * 64) +
+                             16u * (uint32_t(b) ^ sxor);
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(v[r * G + i][0]), "=r"(v[r * G + i][1]), "=r"(v[r * G + i][2]),
+                       "=r"(v[r * G + i][3])
+                     : "r"(src)
+                     : "memory");
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (r < rows) {
+      const int rowq = (h0 + r) * wbox;
+#pragma unroll
+      for (int i = 0; i < G; ++i) {
+        const int u = 4 * i + m, b = u / G, cg = u % G;
+        const int col = kXpCols * chunk + 8 * b + li - wsh;
+        const int q = rowq + col;
+        const int sw = kRb == 128 ? (q & 7) : kRb == 64 ? ((q >> 1) & 3) : ((q >> 2) & 1);
+        const uint32_t dst = unsigned(col) < unsigned(wbox)
+                                 ? box + uint32_t(q * kRb) + 16u * uint32_t(cg ^ sw)
+                                 : trash;
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                         dst),
+                     "r"(v[r * G + i][0]), "r"(v[r * G + i][1]), "r"(v[r * G + i][2]),
+                     "r"(v[r * G + i][3])
+                     : "memory");
+      }
+    }
+  }
+}
+
 // kSplit (float only): split TF32 for strict float32. Each product is
 // W_big X_big + W_big X_small + W_small X_big, big = tf32(v), small = tf32(v - big): both
 // operands' residual copies ride in the same stage, and every MMA step is three wgmma.
@@ -1063,10 +1169,14 @@ __device__ __forceinline__ void raw_steps(float (&acc)[MB][NC / 2], uint32_t (&a
 // wgmma's N (see the top of this file): N = NC x FOLD columns, column f * NC + c the
 // products with W tap f of channel c, one MMA step per (H tap, 32 bytes of channels) on the
 // unshifted box; the epilogue sums the taps' columns at their shifts.
+// kXp (16-bit types, not kRaw): the input transposed in the kernel (see the top of this
+// file); map is then the raw tensor map over x, and warp 5 transposes.
 template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1,
-          int WPH = 1>
-__global__ void __launch_bounds__(kThreads, 2)
+          int WPH = 1, bool kXp = false>
+__global__ void __launch_bounds__(block_threads(kXp), 2)
     fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
+  static_assert(!kXp || (sizeof(T) == 2 && !kSplit && !kRaw),
+                "the input transposed in the kernel: 16-bit types");
   static_assert(WPH == 1 || (WPH == 2 && NC > 0 && !kSplit && !kRaw && FOLD == 1),
                 "W phase pairs in registers: unfolded position-major tiles");
   static_assert(!kSplit || sizeof(T) == 4, "split TF32 is for float");
@@ -1101,14 +1211,62 @@ __global__ void __launch_bounds__(kThreads, 2)
   // behind branches it cannot prove uniform is serialized, ptxas C7520).
   const int warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32), 0);
   const int lane = threadIdx.x % 32;
+  // kXp: the ring of pieces, their "full" and "empty" barriers and headers, the trash rows.
+  const uint32_t xp_base =
+      smem_addr(smem) + uint32_t(xp_area_offset(p.stages, p.stage_bytes, p.epi_bytes));
+  const uint32_t xp_meta = xp_base + uint32_t(p.xp_pieces * p.xp_piece_bytes);
+  const uint32_t xfull0 = xp_meta, xempty0 = xp_meta + 8 * kXpMaxPieces;
+  XpHeader* xhdr =
+      reinterpret_cast<XpHeader*>(smem + (xp_meta + 16 * kXpMaxPieces - smem_addr(smem)));
+  // (Headers from 2 * 8 * kXpMaxPieces bytes on, trash rows from 512.)
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.stages; ++s) {
-      mbar_init(full0 + 8 * s, 1);
+      // (kXp: the producer's arrival with the weight tiles' bytes, and the transposer's 32.)
+      mbar_init(full0 + 8 * s, kXp ? 33 : 1);
       mbar_init(empty0 + 8 * s, 128);  // every consumer thread releases (racecheck sees it)
+    }
+    if constexpr (kXp) {
+      for (int s = 0; s < p.xp_pieces; ++s) {
+        mbar_init(xfull0 + 8 * s, 1);
+        mbar_init(xempty0 + 8 * s, 32);
+      }
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+
+  if (kXp && warp == 5) {
+    // ---------------------------------------------------------------- transposer
+    int xs = 0;
+    uint32_t xpar = 0;
+    const uint32_t trash = xp_meta + 512 + 16 * lane;
+    const uint32_t box0 = smem_addr(stages);
+    for (;;) {
+      mbar_wait(xfull0 + 8 * xs, xpar);
+      const XpHeader hd = xhdr[xs];
+      if (hd.stage < 0) break;
+      const uint32_t piece = xp_base + uint32_t(xs * p.xp_piece_bytes);
+      const uint32_t box = box0 + uint32_t(hd.stage * p.stage_bytes);
+      const int rows = min(p.xp_rows, p.hbox - hd.h0);
+      if (p.bk == 16) {
+        xp_transpose_piece<2>(piece, box, trash, hd.h0, rows, hd.chunk, hd.wsh, p.wbox, lane);
+      } else if (p.bk == 32) {
+        xp_transpose_piece<4>(piece, box, trash, hd.h0, rows, hd.chunk, hd.wsh, p.wbox, lane);
+      } else {
+        xp_transpose_piece<8>(piece, box, trash, hd.h0, rows, hd.chunk, hd.wsh, p.wbox, lane);
+      }
+      mbar_arrive(xempty0 + 8 * xs);  // the piece's reads are done
+      if (hd.last) {
+        fence_proxy_async();  // the stage's rows, written here, are read by wgmma
+        mbar_arrive(full0 + 8 * hd.stage);
+      }
+      if (++xs == p.xp_pieces) {
+        xs = 0;
+        xpar ^= 1;
+      }
+    }
+    return;
+  }
 
   if (warp == 4) {
     // ---------------------------------------------------------------- producer
@@ -1121,6 +1279,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     // and a phase's taps are recomputed only when the phase changes.
     int next = atomicAdd(p.counter, 1);
     int last_ph = -1;
+    int xs = 0;  // kXp: the next raw slot and its parity
+    uint32_t xpar = 0;
     PhaseTaps td{}, th{}, tw{};
     for (;;) {
       const int t = next;
@@ -1207,12 +1367,37 @@ __global__ void __launch_bounds__(kThreads, 2)
             hd->shift_h = th.doff * p.wbox;
             hd->doff_w = tw.doff;
             const uint32_t wbytes = uint32_t(hcnt * wtiles) * p.tile_bytes;
-            mbar_arrive_expect_tx(full, (uint32_t(p.box_bytes) + wbytes) * (kSplit ? 2u : 1u));
+            // (kXp: the box comes from the transposer, only the weight tiles by copy.)
+            mbar_arrive_expect_tx(full, kXp ? wbytes
+                                            : (uint32_t(p.box_bytes) + wbytes) * (kSplit ? 2u : 1u));
             const int w0 = p.sc ? qw0 + p.sc_clo : qw0 + tw.off0 - (tw.count - 1) * tw.doff;
             const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
             const int d0 = qd + td.off0 - jd * td.doff;
             const uint32_t box = smem_addr(st);
-            if constexpr (kRaw) {
+            if constexpr (kXp) {
+              // The raw box in pieces (xp_rows rows x kXpCols columns from the 16-byte-aligned
+              // column at or before w0), each into the ring's next piece once the transposer
+              // is done with it.
+              const int w0a = w0 & ~7;
+              for (int hr = 0; hr < p.hbox; hr += p.xp_rows) {
+                for (int k = 0; k < p.xp_chunks; ++k) {
+                  mbar_wait(xempty0 + 8 * xs, xpar ^ 1);
+                  xhdr[xs].stage = int16_t(stage);
+                  xhdr[xs].h0 = int16_t(hr);
+                  xhdr[xs].chunk = int8_t(k);
+                  xhdr[xs].wsh = int8_t(w0 - w0a);
+                  xhdr[xs].last = int8_t(hr + p.xp_rows >= p.hbox && k == p.xp_chunks - 1);
+                  const uint32_t xf = xfull0 + 8 * xs;
+                  mbar_arrive_expect_tx(xf, uint32_t(p.xp_piece_bytes));
+                  tma_load_5d(xp_base + uint32_t(xs * p.xp_piece_bytes), &map, xf,
+                              w0a + k * kXpCols, cb * p.bk, h0 + hr, d0, n * p.groups + g);
+                  if (++xs == p.xp_pieces) {
+                    xs = 0;
+                    xpar ^= 1;
+                  }
+                }
+              }
+            } else if constexpr (kRaw) {
               const int w0a = w0 & ~3;  // 16 bytes of floats (rounds negative columns down too)
               hd->wsh = w0 - w0a;
               tma_load_5d(box, &map, full, w0a, h0, d0, cb * p.bk, n * p.groups + g);
@@ -1240,7 +1425,7 @@ __global__ void __launch_bounds__(kThreads, 2)
               }
             }
           } else {
-            mbar_arrive(full);
+            mbar_arrive_count(full, kXp ? 33 : 1);
           }
           if (++stage == p.stages) {
             stage = 0;
@@ -1251,7 +1436,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     mbar_wait(empty0 + 8 * stage, parity ^ 1);
     reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes)->flags = kEnd;
-    mbar_arrive(full0 + 8 * stage);
+    mbar_arrive_count(full0 + 8 * stage, kXp ? 33 : 1);
+    if constexpr (kXp) {
+      mbar_wait(xempty0 + 8 * xs, xpar ^ 1);
+      xhdr[xs].stage = -1;  // the transposer's end
+      mbar_arrive(xfull0 + 8 * xs);
+    }
     return;
   }
 
