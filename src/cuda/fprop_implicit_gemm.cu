@@ -603,29 +603,30 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   plan.wg_raw = raw;
   // The input transposed in the kernel (ImplicitGemmFpropPlan::wg_xp: 16-bit types, unfolded
   // tiles): the tile and K step stay the copy's, and the raw pieces' ring takes the shared
-  // memory their stages leave, at least kXpMinPieces pieces, at most two K steps' worth,
-  // with three stages or more left (stages of the copy's given up for it), or two where the
-  // problem does at most 768 multiply-adds per input element (so that the copy, which moves
-  // the input twice more, is a large part of the time). It does not run past 1024 per
-  // input element: there the copy is a small part and the transposition, which fills a stage
-  // only once the raw box is in, a longer wait for the MMAs. Measured on an H200 in bfloat16
-  // (docs/kernels.md, against the copy): 1.06x-1.36x on kb57 (576 per element, three
-  // stages), kb64 (384, two), kb70, kb71, kb74 and kb78, 0.69x-0.91x on kb61, kb68, kb69 and
-  // kb73 (865-4800, two stages). CONVT_WG_XP=0 asks for the copy, CONVT_WG_XP=1 for the
-  // transposition wherever two stages and the ring fit.
+  // memory their stages leave (stages of the copy's given up for it down to two), at least
+  // kXpMinPieces pieces, at most two K steps' worth. Only where the problem does at most 768
+  // multiply-adds per input element, so that the copy, which moves the input twice more, is
+  // a large part of the time (beyond, the transposition, which fills a stage only once the
+  // raw box is in, costs the MMAs more than the copy does), and where the box's columns fill
+  // 3/4 of the pieces' (narrower boxes load and transpose mostly columns they do not use).
+  // Measured on an H200 in bfloat16 and float16 against the copy (docs/kernels.md):
+  // 1.06x-1.36x on kb57 (576 per element), kb64 (384), kb70 (648), kb71 (288), kb74 (320) and
+  // kb78 (672); 0.69x-0.91x on kb61, kb68, kb69, kb72 and kb73 (840-4800) and a 128 -> 64
+  // layer with boxes of 28 columns in pieces of 64. CONVT_WG_XP=0 asks for the copy,
+  // CONVT_WG_XP=1 for the transposition wherever two stages and the ring fit.
   plan.wg_xp = false;
   {
     const char* xp_s = std::getenv("CONVT_WG_XP");
     const int xp_env = xp_s != nullptr && *xp_s != '\0' ? std::atoi(xp_s) : -1;
     const double macs_per_elem = double(cog) *
                                  double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]);
-    const int min_stages = xp_env == 1 || macs_per_elem <= 768 ? 2 : 3;
+    const bool fills = 4 * plan.wg_wbox >= 3 * wg::kXpCols * wg::xp_chunks(plan.wg_wbox);
     const bool want = xp_ok && copies == 1 && !raw && fold == 1 && e == 2 && xp_env != 0 &&
-                      (xp_env == 1 || macs_per_elem <= 1024);
+                      (xp_env == 1 || (macs_per_elem <= 768 && fills));
     const int64_t hp = std::min<int64_t>(wg::xp_piece_rows(plan.wg_bk), plan.wg_hbox);
     const int64_t piece = hp * plan.wg_bk * 64;
     const int64_t per_step = wg::xp_chunks(plan.wg_wbox) * ((plan.wg_hbox + hp - 1) / hp);
-    for (int64_t stages = plan.wg_stages; want && stages >= min_stages; --stages) {
+    for (int64_t stages = plan.wg_stages; want && stages >= 2; --stages) {
       const int64_t left = stage_budget - stages * plan.wg_stage_bytes - wg::kXpMetaBytes - 1024;
       const int64_t pieces =
           std::min<int64_t>({left / piece, 2 * per_step, int64_t(wg::kXpMaxPieces)});
