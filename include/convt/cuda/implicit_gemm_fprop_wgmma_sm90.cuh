@@ -39,6 +39,16 @@
 //     columns plus their H and W halos; columns past wv and rows past R are computed and
 //     dropped (the planner picks N, R and wbox to waste little).
 //
+// 16-bit NC... inputs may skip the copy instead (template argument kXp;
+// ImplicitGemmFpropPlan::wg_xp): the producer loads the K step's raw box of x itself through
+// a tensor map over x (dims W, channels of a group, H, D, N * G) in pieces of 32 columns x bk
+// channels x xp_rows rows (64-byte swizzle, from the 16-byte-aligned column at or before the
+// box's first), through a ring of pieces in the shared memory the stages leave, and warp 5
+// transposes each piece into the stage's K-major box with ldmatrix.trans / stmatrix
+// (xp_transpose_piece), exactly the layout the copy's tensor map writes; the stage's "full"
+// barrier then counts the producer's arrival (with the weight tiles' bytes) and the
+// transposer's 32. The consumers are unchanged.
+//
 // Float32 as TF32 on position-major tiles may instead read the input in place (template
 // argument kRaw; ImplicitGemmFpropPlan::wg_raw): no copy, the producer loads the raw box
 // [bk channels][hbox rows][wbox columns] of x itself (a tensor map over x with W innermost,
@@ -83,8 +93,8 @@
 // tile, phase, D tap, channel block), the (H tap, W tap) tiles of a K step adjacent, each
 // 64 x bk in the K-major core-matrix layout: one bulk copy per K step.
 //
-// Roles (160 threads): warps 0-3 are the consumer warpgroup, warp 4's first lane the
-// producer. The grid is persistent (as many blocks as are resident, two per
+// Roles (160 threads, 192 with kXp): warps 0-3 are the consumer warpgroup, warp 4's first
+// lane the producer, warp 5 (kXp) the transposer. The grid is persistent (as many blocks as are resident, two per
 // multiprocessor); the producer takes tiles from a global counter (one atomic per tile,
 // which balances phases of unequal work), decodes them, and fills a ring of stages, each
 // a header (what the consumers need to know), the box of a K step (D tap, block of H
@@ -119,7 +129,6 @@ using igemm::phase_taps;
 using igemm::to_tf32;
 
 constexpr int kM = 64;                // output channels per tile
-constexpr int kThreads = 160;         // consumer warpgroup + producer warp
 constexpr int kMaxRows = 32;          // output rows per tile
 constexpr int kMaxStages = 8;
 constexpr int kBatch = 4;             // wgmma issued back to back between fences
