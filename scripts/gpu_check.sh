@@ -15,7 +15,8 @@
 #   bash scripts/gpu_check.sh build install wgmma   # the TMA kernel on wgmma: tests, sanitizers, timing
 #   bash scripts/gpu_check.sh install owners   # tap-less W phases by their owners, on and off
 #   bash scripts/gpu_check.sh build wg-test wg-sanitize install wg-bench   # the persistent wgmma kernel
-#     (WG_TEST_ENV="NAME=VALUE" runs its tests a second time with that setting)
+#     (WG_TEST_ENV="NAME=VALUE" runs its tests a second time with that setting; WG_FILTER
+#     picks the tests, a gtest filter)
 #   bash scripts/gpu_check.sh build install wg-strict   # strict float32 on the wgmma kernel
 #   bash scripts/gpu_check.sh build install wg-steps   # the wgmma kernel's K steps against its planner
 #   bash scripts/gpu_check.sh install wup   # zeros inserted along W, on against off
@@ -188,13 +189,14 @@ if has wgmma; then
     --math default --json "$OUT/bench-wgmma.json" -q
   grep -E "geomean" "$OUT/wgmma-bench-mma.log" "$OUT/wgmma-bench.log" | tee -a "$SUMMARY"
 fi
+# The persistent wgmma kernel's tests (CudaWgmmaPath: every TMA case and its own;
+# CudaWgmmaTiles: its other tiles; ...), or those WG_FILTER names.
+WG_FILTER=${WG_FILTER:-'*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*:*WgmmaXp*'}
 if has wg-test; then
-  # The persistent wgmma kernel's tests (CudaWgmmaPath: every TMA case and its own;
-  # CudaWgmmaTiles: its other tiles).
-  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*:*WgmmaXp*'
+  step wg-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter="$WG_FILTER"
   grep -E "PASSED|FAILED" "$OUT/wg-test.log" | tail -12 | tee -a "$SUMMARY"
   if [ -n "${WG_TEST_ENV:-}" ]; then  # the same tests again with one more setting
-    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*:*WgmmaXp*'
+    step wg-test-env env $WG_TEST_ENV "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter="$WG_FILTER"
     grep -E "PASSED|FAILED" "$OUT/wg-test-env.log" | tail -12 | tee -a "$SUMMARY"
   fi
 fi
@@ -202,12 +204,12 @@ if has wg-sanitize; then
   # (With WG_TEST_ENV, each tool runs a second time with that setting.)
   for tool in memcheck racecheck initcheck; do
     step "wg-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
-      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*:*WgmmaXp*'
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter="$WG_FILTER"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
     if [ -n "${WG_TEST_ENV:-}" ]; then
       step "wg-sanitize-env-$tool" env CONVT_TEST_QUICK=1 $WG_TEST_ENV compute-sanitizer \
         --tool "$tool" --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" \
-        --gtest_filter='*WgmmaPath*:*WgmmaTiles*:*WgmmaUpsampled*:*WgmmaRaw*:*WgmmaFold*:*WgmmaUnfolded*:*WgmmaScatter*:*WgmmaMerged*:*WgmmaPairs*:*WgmmaXp*'
+        --gtest_filter="$WG_FILTER"
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-env-$tool.log" | tail -3 | tee -a "$SUMMARY"
     fi
   done
@@ -267,10 +269,11 @@ if has wup; then
     tee -a "$SUMMARY"
 fi
 if has xp; then
-  # The input transposed in the kernel (16-bit types) against the input copy
+  # The input transposed in the kernel (16-bit types and TF32) against the input copy
   # (CONVT_WG_XP=0): XP_CASES of the suite with scripts/time_cases.py, XP_DTYPES (default
-  # bf16), each of XP_MODES (CONVT_WG_XP values, d: unset; default "0 d") twice,
-  # interleaved; then layers of published models with convt bench.
+  # bf16; fp32 runs as TF32), each of XP_MODES (CONVT_WG_XP values, d: unset; default
+  # "0 d") twice, interleaved; then layers of published models (XP_SHAPES) with convt
+  # bench in the same types.
   XP_CASES=${XP_CASES:-kb57,kb58,kb61,kb64,kb65,kb68,kb69,kb70,kb71,kb72,kb73,kb74,kb78}
   for dt in ${XP_DTYPES:-bf16}; do
     for r in 1 2; do
@@ -285,10 +288,11 @@ if has xp; then
   IFS=';' read -ra XP_LIST <<<"$XP_SHAPES"
   XP_SHAPE_ARGS=()
   for sh in "${XP_LIST[@]}"; do XP_SHAPE_ARGS+=(--shape "$sh"); done
+  XP_BENCH_DTYPES=$(echo ${XP_DTYPES:-bf16} | tr ' ' ,)
   for v in ${XP_MODES:-0 d}; do
     if [ "$v" = d ]; then xenv=(env -u CONVT_WG_XP); else xenv=(env CONVT_WG_XP=$v); fi
     step "xp-shapes-$v" "${xenv[@]}" python3 -m convt bench "${XP_SHAPE_ARGS[@]}" \
-      --dtype bf16 --reps 10 --json "$OUT/bench-xp-shapes-$v.json" -q
+      --dtype "$XP_BENCH_DTYPES" --reps 10 --json "$OUT/bench-xp-shapes-$v.json" -q
   done
 fi
 if has raw; then

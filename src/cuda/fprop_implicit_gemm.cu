@@ -601,8 +601,8 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   plan.wg_wv = int(best_wv);
   plan.wg_rows = int(best_rows);
   plan.wg_raw = raw;
-  // The input transposed in the kernel (ImplicitGemmFpropPlan::wg_xp: 16-bit types, unfolded
-  // tiles): the tile and K step stay the copy's, and the raw pieces' ring takes the shared
+  // The input transposed in the kernel (ImplicitGemmFpropPlan::wg_xp: 16-bit types and TF32,
+  // unfolded tiles): the tile and K step stay the copy's, and the raw pieces' ring takes the shared
   // memory their stages leave (stages of the copy's given up for it down to two), at least
   // kXpMinPieces pieces, at most two K steps' worth. Only where the problem does at most 768
   // multiply-adds per input element, so that the copy, which moves the input twice more, is
@@ -612,8 +612,15 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   // Measured on an H200 in bfloat16 and float16 against the copy (docs/kernels.md):
   // 1.06x-1.36x on kb57 (576 per element), kb64 (384), kb70 (648), kb71 (288), kb74 (320) and
   // kb78 (672); 0.69x-0.91x on kb61, kb68, kb69, kb72 and kb73 (840-4800) and a 128 -> 64
-  // layer with boxes of 28 columns in pieces of 64. CONVT_WG_XP=0 asks for the copy,
-  // CONVT_WG_XP=1 for the transposition wherever two stages and the ring fit.
+  // layer with boxes of 28 columns in pieces of 64.
+  // In float (TF32) the transposer warp moves as many bytes per K step as in 16-bit types
+  // with twice the instructions per byte (4 x 4 blocks of 16-byte accesses, a rounding per
+  // element), and the planner's float K steps hold one H tap where 16-bit ones hold three: it
+  // keeps up only where every input element is transposed once per tile (stride 1, one D
+  // tap, every H tap in the K step) and the copy's stages stay. Measured on an H200: kb74
+  // 0.88 -> 0.63 ms; kb64 (a stage given up) 3.13 -> 3.62, and 1.5x-1.9x slower on kb61,
+  // kb68 and kb70 (rows transposed again for each D and H tap). CONVT_WG_XP=0 asks for the
+  // copy, CONVT_WG_XP=1 for the transposition wherever two stages and the ring fit.
   plan.wg_xp = false;
   {
     const char* xp_s = std::getenv("CONVT_WG_XP");
@@ -621,12 +628,19 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
     const double macs_per_elem = double(cog) *
                                  double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]);
     const bool fills = 4 * plan.wg_wbox >= 3 * wg::kXpCols * wg::xp_chunks(plan.wg_wbox);
-    const bool want = xp_ok && copies == 1 && !raw && fold == 1 && e == 2 && xp_env != 0 &&
-                      (xp_env == 1 || (macs_per_elem <= 768 && fills));
-    const int64_t hp = std::min<int64_t>(wg::xp_piece_rows(plan.wg_bk), plan.wg_hbox);
-    const int64_t piece = hp * plan.wg_bk * 64;
+    const bool once = p.stride[0] * p.stride[1] * p.stride[2] == 1 && tmax[0] == 1 &&
+                      plan.wg_hb >= tmax[1];
+    // (W phase pairs transposed in the kernel are built for 16-bit types only.)
+    const bool want = xp_ok && copies == 1 && !raw && fold == 1 && !(wpairs && e == 4) &&
+                      xp_env != 0 &&
+                      (xp_env == 1 || (macs_per_elem <= 768 && fills && (e == 2 || once)));
+    // (Float, unless asked for: the copy's stages only.)
+    const int64_t min_stages = e == 4 && xp_env != 1 ? plan.wg_stages : 2;
+    const int64_t hp =
+        std::min<int64_t>(wg::xp_piece_rows(plan.wg_bk, int(e)), plan.wg_hbox);
+    const int64_t piece = hp * plan.wg_bk * wg::kXpCols * e;
     const int64_t per_step = wg::xp_chunks(plan.wg_wbox) * ((plan.wg_hbox + hp - 1) / hp);
-    for (int64_t stages = plan.wg_stages; want && stages >= 2; --stages) {
+    for (int64_t stages = plan.wg_stages; want && stages >= min_stages; --stages) {
       const int64_t left = stage_budget - stages * plan.wg_stage_bytes - wg::kXpMetaBytes - 1024;
       const int64_t pieces =
           std::min<int64_t>({left / piece, 2 * per_step, int64_t(wg::kXpMaxPieces)});
@@ -635,6 +649,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
         plan.wg_stages = int(stages);
         plan.wg_xp_pieces = int(pieces);
         plan.wg_xp_rows = int(hp);
+        plan.wg_xp_piece_bytes = int(piece);
         break;
       }
     }
@@ -712,7 +727,7 @@ std::size_t wgmma_shared_bytes(const ImplicitGemmFpropPlan& plan) {
   const int epi = std::max(plan.wg_epi_bytes, wg::kEpiBytes);
   if (plan.wg_xp)
     return std::size_t(wg::xp_area_offset(plan.wg_stages, plan.wg_stage_bytes, epi)) +
-           std::size_t(plan.wg_xp_pieces) * plan.wg_xp_rows * plan.wg_bk * 64 +
+           std::size_t(plan.wg_xp_pieces) * plan.wg_xp_piece_bytes +
            wg::kXpMetaBytes + 1024;
   return std::size_t(plan.wg_stages) * plan.wg_stage_bytes + wg::kMaxStages * wg::kHeaderBytes +
          std::size_t(epi) + wg::kInfoBytes + wg::kBarrierBytes + 1024;
@@ -1064,7 +1079,6 @@ bool wgmma_input_transposed_in_kernel(const ImplicitGemmFpropPlan& plan, const P
                                       const TensorRef& x) {
   if (!plan.wg || !plan.wg_xp || plan.wg_raw || plan.split || plan.wg_wup > 1 || plan.wg_fold > 1)
     return false;
-  if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) return false;
   if (wgmma_channels_last_in_place(plan, p, x)) return false;
   return wgmma_input_in_place(p, x);
 }
@@ -1087,10 +1101,13 @@ bool make_xp_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, con
   const cuuint32_t box[5] = {cuuint32_t(wg::kXpCols), cuuint32_t(plan.wg_bk),
                              cuuint32_t(plan.wg_xp_rows), 1, 1};
   const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
-  const CUtensorMapDataType type = p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                              : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUtensorMapDataType type = p.dtype == DType::kFloat16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                   : p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                                 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  // (A piece's lines are its 32 columns: 64 bytes in 16-bit types, 128 in float.)
+  const CUtensorMapSwizzle swizzle = e == 2 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
   return encode_tiled_fn()(map, type, 5, const_cast<void*>(x.data), dims, gstrides, box, estr,
-                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_64B,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }

@@ -59,15 +59,15 @@ struct ImplicitGemmFpropPlan {
   // registers; no input copy (only where x's layout does not suit a tensor map, a padded
   // one: wgmma_input_in_place). wg_wbox is then the flattening width, a multiple of 4.
   bool wg_raw = false;
-  // The input transposed in the kernel (16-bit types, unfolded tiles, no zeros inserted):
-  // where x is NC... with W contiguous (wgmma_input_transposed_in_kernel), TMA loads raw boxes
-  // of x into slots of the block's shared memory and a warp of the kernel transposes them into
-  // the stages with ldmatrix.trans / stmatrix, so that there is no input copy. The raw box
-  // of a K step comes in pieces of 32 columns x bk channels x wg_xp_rows rows through a ring
-  // of wg_xp_pieces of them, in the shared memory the copy's stages leave. Elsewhere the
-  // copy runs with the same tile.
+  // The input transposed in the kernel (16-bit types and TF32, unfolded tiles, no zeros
+  // inserted): where x is NC... with W contiguous (wgmma_input_transposed_in_kernel), TMA
+  // loads raw boxes of x into slots of the block's shared memory and a warp of the kernel
+  // transposes them into the stages, so that there is no input copy. The raw box of a K step
+  // comes in pieces of 32 columns x bk channels x wg_xp_rows rows (wg_xp_piece_bytes, at most
+  // 4 KB) through a ring of wg_xp_pieces of them, in the shared memory the copy's stages
+  // leave. Elsewhere the copy runs with the same tile.
   bool wg_xp = false;
-  int wg_xp_pieces = 0, wg_xp_rows = 0;
+  int wg_xp_pieces = 0, wg_xp_rows = 0, wg_xp_piece_bytes = 0;
   // W taps folded into N (position-major tiles): wgmma's N is wg_nc x wg_fold columns, one
   // per (W tap, channel), over wg_n = wg::fold_positions(wg_nc, wg_fold) positions; 1: not
   // folded.
@@ -142,7 +142,7 @@ bool wgmma_input_in_place(const Problem& p, const TensorRef& x);
 bool wgmma_channels_last_in_place(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                   const TensorRef& x);
 
-// Whether the wgmma kernel of `plan` transposes raw boxes of the 16-bit input x itself
+// Whether the wgmma kernel of `plan` transposes raw boxes of the input x itself
 // (plan.wg_xp, not a channels_last input read in place, and x readable by a tensor map as
 // wgmma_input_in_place says): dims (W, channels of a group, H, D, N * G), box (32 columns,
 // bk channels, hbox rows, 1, 1).

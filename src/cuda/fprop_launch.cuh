@@ -353,7 +353,7 @@ void launch_wgmma_fold(const wg::Params& fp, const CUtensorMap& map, std::size_t
   }
 }
 
-// The wgmma kernel with the input transposed in the kernel (16-bit types; channel-major
+// The wgmma kernel with the input transposed in the kernel (16-bit types and TF32; channel-major
 // tiles of n positions, or position-major tiles of 256 positions x nc channels, with W phase
 // pairs where wph is 2), in translation units of their own (fprop_launch_*_xp*.cu).
 template <typename T>
@@ -377,14 +377,18 @@ template <typename T>
 void launch_wgmma_xp_pos(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
                          cudaStream_t stream, int device, int nc, int wph) {
   using fprop_detail::launch_wgmma_n;
-  if (wph == 2) {
-    switch (nc) {
-      case 8: launch_wgmma_n<T, 256, false, 8, false, 1, 2, true>(fp, map, smem, stream, device); return;
-      case 16: launch_wgmma_n<T, 256, false, 16, false, 1, 2, true>(fp, map, smem, stream, device); return;
-      case 24: launch_wgmma_n<T, 256, false, 24, false, 1, 2, true>(fp, map, smem, stream, device); return;
-      default:
-        CONVT_CHECK(nc == 32, "convt: wgmma W phase pairs of ", nc, " channels");
-        launch_wgmma_n<T, 256, false, 32, false, 1, 2, true>(fp, map, smem, stream, device); return;
+  // (W phase pairs are for 16-bit types only: the planner gives float none.)
+  CONVT_CHECK(wph == 1 || sizeof(T) == 2, "convt: wgmma W phase pairs in float");
+  if constexpr (sizeof(T) == 2) {
+    if (wph == 2) {
+      switch (nc) {
+        case 8: launch_wgmma_n<T, 256, false, 8, false, 1, 2, true>(fp, map, smem, stream, device); return;
+        case 16: launch_wgmma_n<T, 256, false, 16, false, 1, 2, true>(fp, map, smem, stream, device); return;
+        case 24: launch_wgmma_n<T, 256, false, 24, false, 1, 2, true>(fp, map, smem, stream, device); return;
+        default:
+          CONVT_CHECK(nc == 32, "convt: wgmma W phase pairs of ", nc, " channels");
+          launch_wgmma_n<T, 256, false, 32, false, 1, 2, true>(fp, map, smem, stream, device); return;
+      }
     }
   }
   switch (nc) {
@@ -483,8 +487,8 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   } else if (make_channels_last_tensor_map(&map, plan, p, x)) {
     // A channels_last 16-bit input: read in place, no copy.
     cl_chunks = int(p.groups * plan.wg_cblocks);
-  } else if (sizeof(T) == 2 && make_xp_tensor_map(&map, plan, p, x)) {
-    // An NC... 16-bit input: raw boxes of x, transposed in the kernel, no copy.
+  } else if (!kSplit && make_xp_tensor_map(&map, plan, p, x)) {
+    // An NC... input: raw boxes of x, transposed in the kernel, no copy.
     xp = true;
   } else {
     wg::TransposeParams tp{};
@@ -596,10 +600,10 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.xp_chunks = wg::xp_chunks(plan.wg_wbox);
   fp.xp_pieces = plan.wg_xp_pieces;
   fp.xp_rows = plan.wg_xp_rows;
-  fp.xp_piece_bytes = plan.wg_xp_rows * plan.wg_bk * 64;
+  fp.xp_piece_bytes = plan.wg_xp_piece_bytes;
   const std::size_t smem = wgmma_shared_bytes(plan);
   if (xp) {
-    if constexpr (sizeof(T) == 2) {
+    if constexpr (!kSplit) {
       CONVT_CHECK(plan.wg_fold == 1, "convt: the input transposed in the kernel with W taps folded");
       if (plan.wg_nc > 0) {
         CONVT_CHECK(plan.wg_n == 256, "convt: wgmma position-major tile of ", plan.wg_n,
@@ -698,8 +702,8 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
                                       const TensorRef&, const TensorRef&, const TensorRef*,  \
                                       const TensorRef&, const ExecOptions&, int,             \
                                       const WgmmaMapFn&)
-// The kernels transposing the input (16-bit types: fprop_launch_*_xp*.cu; float declares
-// them too, never launched).
+// The kernels transposing the input (fprop_launch_*_xp*.cu; split TF32 declares them too,
+// never launched).
 #define CONVT_EXTERN_WGMMA_XP(T)                                                            \
   extern template void launch_wgmma_xp<T>(const wg::Params&, const CUtensorMap&,           \
                                           std::size_t, cudaStream_t, int, int);            \

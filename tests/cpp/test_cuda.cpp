@@ -819,40 +819,52 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaChannelsLast,
 // copy), both against the float64 oracle.
 struct XpCase {
   Problem problem;
-  bool xp;
+  bool xp;    // transposed in the kernel in 16-bit types (CONVT_WG_XP=1)
+  bool xp32;  // and in float as TF32
 };
 
 std::vector<XpCase> xp_cases() {
   std::vector<XpCase> v;
-  // 64 channels (K steps of 128-byte rows), padding: boxes starting before column 0, so the
+  // 64 channels, padding: boxes starting before column 0, so the
   // raw chunks start up to 7 columns early.
   v.push_back({make_problem(2, 2, 64, 64, 1, {9, 72, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0},
                             {0, 0, 0}, {1, 1, 1}, true),
-               true});
+               true, true});
   // Rows wider than a box (several column segments, several raw chunks), 32 channels.
   v.push_back({make_problem(2, 2, 32, 48, 1, {5, 200, 1}, {3, 5, 1}, {1, 1, 1}, {1, 2, 0},
                             {0, 0, 0}, {1, 1, 1}, false),
-               true});
+               true, true});
   // Two groups of 24 input channels: the last channel block of a group zero-filled.
   v.push_back({make_problem(2, 3, 48, 64, 2, {6, 40, 1}, {3, 3, 1}, {1, 1, 1}, {0, 1, 0},
                             {0, 0, 0}, {1, 1, 1}, true),
-               true});
+               true, true});
   // 3-D, a position-major tile of 24 channels, boxes of several rows.
   v.push_back({make_problem(3, 2, 16, 24, 1, {5, 12, 24}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1},
                             {0, 0, 0}, {1, 1, 1}, false),
-               true});
+               true, true});
   // 1-D, dilation 3, long rows (position shifts of 3 columns per tap).
   v.push_back({make_problem(1, 2, 32, 64, 1, {1000, 1, 1}, {5, 1, 1}, {1, 1, 1}, {0, 0, 0},
                             {0, 0, 0}, {3, 1, 1}, true),
-               true});
-  // 3-D, strides 2 (W phase pairs in 16-bit types), 32 channels.
+               true, true});
+  // 3-D, strides 2 (W phase pairs in 16-bit types), 32 channels (in float, K steps of
+  // 128-byte rows, which leave no room for the ring).
   v.push_back({make_problem(3, 2, 32, 32, 1, {4, 8, 32}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1},
                             {1, 0, 1}, {1, 1, 1}, false),
-               true});
+               true, false});
   // Rows of 50 elements (100 bytes): no tensor map over x, the copy runs.
   v.push_back({make_problem(2, 2, 32, 32, 1, {6, 50, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0},
                             {0, 0, 0}, {1, 1, 1}, false),
-               false});
+               false, false});
+  // 16 output channels, K steps of 128-byte rows (64 channels in 16-bit types, 32 in float),
+  // one box row.
+  v.push_back({make_problem(2, 2, 64, 16, 1, {7, 304, 1}, {2, 3, 1}, {1, 1, 1}, {0, 1, 0},
+                            {0, 0, 0}, {1, 1, 1}, true),
+               true, true});
+  // 8 output channels, 96 input channels: K steps of 128-byte rows over boxes of several
+  // rows, one row per piece in float.
+  v.push_back({make_problem(2, 2, 96, 8, 1, {7, 304, 1}, {2, 3, 1}, {1, 1, 1}, {0, 1, 0},
+                            {0, 0, 0}, {1, 1, 1}, true),
+               true, true});
   return v;
 }
 
@@ -863,7 +875,11 @@ TEST_P(CudaWgmmaXp, TransposesWhereItCanAndMatchesFloat64Oracle) {
   if (!reason.empty()) GTEST_SKIP() << reason;
   const XpCase c = xp_cases()[static_cast<size_t>(GetParam())];
   for (const Precision& precision : kPrecisions) {
-    if (precision.dtype != DType::kBFloat16 && precision.dtype != DType::kFloat16) continue;
+    const bool sixteen = precision.dtype == DType::kBFloat16 || precision.dtype == DType::kFloat16;
+    const bool tf32 =
+        precision.dtype == DType::kFloat32 && precision.math == MathMode::kAllowTF32;
+    if (!sixteen && !tf32) continue;
+    const bool expect = sixteen ? c.xp : c.xp32;
     for (const bool off : {false, true}) {
       SCOPED_TRACE(off ? "CONVT_WG_XP=0" : "default");
       const ScopedEnv env("CONVT_WG_XP", off ? "0" : "1");
@@ -876,7 +892,7 @@ TEST_P(CudaWgmmaXp, TransposesWhereItCanAndMatchesFloat64Oracle) {
       DeviceTensor gx(x, nullptr);
       const std::string what = convt::describe_forward(p, gx.ref, opt);
       EXPECT_NE(what.find("wgmma persistent"), std::string::npos) << precision.name << ": " << what;
-      EXPECT_EQ(what.find("input transposed in the kernel") != std::string::npos, c.xp && !off)
+      EXPECT_EQ(what.find("input transposed in the kernel") != std::string::npos, expect && !off)
           << precision.name << ": " << what;
       check_all_directions(c.problem, Layout::kContiguous, precision,
                            6151u * uint64_t(GetParam()) + (off ? 1 : 0), nullptr, false,

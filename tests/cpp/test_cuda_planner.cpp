@@ -295,7 +295,8 @@ int64_t folded_positions(int64_t nc, int64_t fold) {
 // positions as folded_positions allows); wider ones 64 channels x N positions.
 TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
   int plans = 0, split_plans = 0, position_major = 0, deep = 0, resegmented = 0;
-  int transposed = 0, copied = 0;  // 16-bit unfolded plans without zeros inserted
+  int transposed = 0, copied = 0;  // transposable unfolded plans without zeros inserted
+  int transposed_f32 = 0;
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
                                                              const Plan& plan) {
     if (!plan.usable || !plan.wg) return;
@@ -333,10 +334,12 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
     EXPECT_EQ(plan.wg_stage_bytes % 1024, 0);
     EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
     EXPECT_GE(plan.wg_stages, 2);
-    // The input transposed in the kernel: 16-bit types, unfolded tiles, no zeros inserted;
-    // its raw box (32 columns x bk channels x hbox rows) a TMA box, its slots within the
-    // block's shared memory (above).
+    // The input transposed in the kernel: 16-bit types and TF32 (not split), unfolded tiles,
+    // no zeros inserted (W phase pairs only in 16-bit types); its raw box (32 columns x bk
+    // channels x hbox rows) a TMA box, its slots within the block's shared memory (above).
     const bool sixteen = p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16;
+    const bool transposable = (sixteen || (p.dtype == DType::kFloat32 && !plan.split)) &&
+                              (sixteen || !plan.wg_wpairs);
     // Only where the problem does at most 768 multiply-adds per input element and the box
     // fills 3/4 of its pieces' columns (32 each, from up to 7 before the box).
     const int64_t macs = p.out_channels_per_group() * p.kernel_size[0] * p.kernel_size[1] *
@@ -345,14 +348,26 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
       ++transposed;
       EXPECT_LE(macs, 768);
       EXPECT_GE(4 * plan.wg_wbox, 3 * 32 * ((plan.wg_wbox + 7 + 31) / 32));
-      EXPECT_TRUE(sixteen && plan.wg_fold == 1 && plan.wg_wup == 1 && !plan.wg_raw);
+      EXPECT_TRUE(transposable && plan.wg_fold == 1 && plan.wg_wup == 1 && !plan.wg_raw);
       EXPECT_LE(plan.wg_hbox, 256);
-      EXPECT_LE(plan.wg_bk, 64);
-      // Pieces of at most 4 KB (32 columns x bk channels x rows), 4 to 16 of them.
-      EXPECT_EQ(plan.wg_xp_rows, std::min(64 / plan.wg_bk, plan.wg_hbox));
+      const int e = static_cast<int>(convt::dtype_size(p.dtype));
+      EXPECT_LE(plan.wg_bk * e, 128);
+      EXPECT_GE(plan.wg_bk, 8);
+      // Pieces of 4 KB (32 columns x bk channels x rows), fewer rows where the box has
+      // fewer, 4 to 16 of them.
+      EXPECT_EQ(plan.wg_xp_rows, std::min(4096 / (32 * plan.wg_bk * e), plan.wg_hbox));
+      EXPECT_EQ(plan.wg_xp_piece_bytes, 32 * plan.wg_bk * e * plan.wg_xp_rows);
       EXPECT_GE(plan.wg_xp_pieces, 4);
       EXPECT_LE(plan.wg_xp_pieces, 16);
-    } else if (sixteen && plan.wg_fold == 1 && plan.wg_wup == 1) {
+      if (e == 4) {
+        // Float: only where every input element is transposed once per tile (stride 1,
+        // one D tap, every H tap in the K step).
+        ++transposed_f32;
+        EXPECT_EQ(p.stride[0] * p.stride[1] * p.stride[2], 1);
+        EXPECT_EQ(plan.wg_tmax[0], 1);
+        EXPECT_GE(plan.wg_hb, plan.wg_tmax[1]);
+      }
+    } else if (transposable && plan.wg_fold == 1 && plan.wg_wup == 1) {
       ++copied;
     }
     EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
@@ -392,6 +407,7 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
   EXPECT_GT(resegmented, 5);
   EXPECT_GT(position_major, 50);
   EXPECT_GT(transposed, 30) << transposed << " transposed, " << copied << " copied";
+  EXPECT_GT(transposed_f32, 3) << transposed_f32 << " transposed in float";
 }
 
 // Whether p, with its multiply-adds counted by brute force over every (input position,

@@ -39,15 +39,17 @@
 //     columns plus their H and W halos; columns past wv and rows past R are computed and
 //     dropped (the planner picks N, R and wbox to waste little).
 //
-// 16-bit NC... inputs may skip the copy instead (template argument kXp;
-// ImplicitGemmFpropPlan::wg_xp): the producer loads the K step's raw box of x itself through
-// a tensor map over x (dims W, channels of a group, H, D, N * G) in pieces of 32 columns x bk
-// channels x xp_rows rows (64-byte swizzle, from the 16-byte-aligned column at or before the
-// box's first), through a ring of pieces in the shared memory the stages leave, and warp 5
-// transposes each piece into the stage's K-major box with ldmatrix.trans / stmatrix
-// (xp_transpose_piece), exactly the layout the copy's tensor map writes; the stage's "full"
-// barrier then counts the producer's arrival (with the weight tiles' bytes) and the
-// transposer's 32. The consumers are unchanged.
+// NC... inputs may skip the copy instead (template argument kXp; ImplicitGemmFpropPlan::
+// wg_xp; 16-bit types, and float as TF32): the producer loads the K step's raw box of x
+// itself through a tensor map over x (dims W, channels of a group, H, D, N * G) in pieces of
+// 32 columns x bk channels x xp_rows rows (at most 4 KB; lines of 64 or 128 bytes, swizzled
+// as wide; from the last multiple of 8 columns at or before the box's first), through a ring of
+// pieces in the shared memory the stages leave, and warp 5 transposes each piece into the
+// stage's K-major box, exactly the layout the copy's tensor map writes: with ldmatrix.trans
+// / stmatrix in 16-bit types (xp_transpose_piece), with 16-byte loads and stores of 4 x 4
+// blocks rounded to TF32 in float (xp_transpose_piece_f32). The stage's "full" barrier then
+// counts the producer's arrival (with the weight tiles' bytes) and the transposer's 32. The
+// consumers are unchanged.
 //
 // Float32 as TF32 on position-major tiles may instead read the input in place (template
 // argument kRaw; ImplicitGemmFpropPlan::wg_raw): no copy, the producer loads the raw box
@@ -143,18 +145,21 @@ constexpr int kBlockSmem = 113 * 1024;
 constexpr int kStageBudget =
     kBlockSmem - kEpiBytes - kInfoBytes - kBarrierBytes - kMaxStages * kHeaderBytes - 1024;
 
-// The input transposed in the kernel (16-bit types, the kernel's kXp; see the top of this
-// file): TMA loads a K step's raw box of x in pieces of kXpCols columns x bk channels x
-// xp_piece_rows(bk) rows (at most 4 KB) through a ring of pieces, and a warp of its own
-// transposes them into the stages. Its area follows the barriers, 1024-byte aligned: the
+// The input transposed in the kernel (the kernel's kXp; see the top of this file): TMA loads
+// a K step's raw box of x in pieces of kXpCols columns x bk channels x xp_piece_rows rows
+// (4 KB, or less where the box has fewer rows) through a ring of pieces, and a warp of its
+// own transposes them into the stages. Its area follows the barriers, 1024-byte aligned: the
 // ring, then kXpMetaBytes of barriers, piece headers and a 16-byte trash row per lane.
-constexpr int kXpCols = 32;  // columns of a piece: 64 bytes, the 64-byte swizzle
+constexpr int kXpCols = 32;  // columns of a piece: lines of 64 (16-bit) or 128 bytes (float)
 constexpr int kXpMinPieces = 4;
 constexpr int kXpMaxPieces = 16;
 constexpr int kXpMetaBytes = 1024;
 __host__ __device__ constexpr int block_threads(bool xp) { return xp ? 192 : 160; }
-__host__ __device__ constexpr int xp_piece_rows(int bk) { return 64 / bk; }
-// Pieces along a box row: its wbox columns from up to 7 before the first (16-byte aligned).
+// Rows of a 4 KB piece, for K steps of bk channels of `elem` bytes (bk * elem: 16 to 128).
+__host__ __device__ constexpr int xp_piece_rows(int bk, int elem) {
+  return 4096 / (kXpCols * bk * elem);
+}
+// Pieces along a box row: its wbox columns from up to 7 before the first (a multiple of 8).
 __host__ __device__ constexpr int xp_chunks(int wbox) { return (wbox + 7 + kXpCols - 1) / kXpCols; }
 // Offset of the ring from the (1024-aligned) start of the block's shared memory.
 __host__ __device__ constexpr int xp_area_offset(int stages, int stage_bytes, int epi_bytes) {
@@ -1167,6 +1172,78 @@ __device__ __forceinline__ void xp_transpose_piece(uint32_t piece, uint32_t box,
   }
 }
 
+// The same for float (K steps of bk = 8 G channels, as TF32): the piece is [row][bk
+// channels][kXpCols columns] in 128-byte lines, swizzled as TMA's 128-byte swizzle writes
+// them (16-byte unit j of line L at j ^ (L & 7)); the box row q holds the position's bk
+// channels in 4 bk bytes, unit c of row q at c ^ sw(q) as above. Each lane moves 4 x 4
+// blocks, 4 channels (unit cu of a box row) x 4 columns (unit j of a piece line): four
+// 16-byte loads, one per channel line, the 16 values rounded to TF32, four 16-byte stores,
+// one per position; 64 blocks per 4 KB piece, two per lane. A quarter warp (one
+// shared-memory wavefront) takes 8 (cu, j) such that its loads hit 8 distinct 16-byte bank
+// groups (unit j ^ 4 (cu & 1) ^ k for its k-th load), and its stores as many as the box's
+// swizzle allows without reordering a lane's registers: G = 4 (128-byte rows, unit cu ^ 4
+// (j & 1) ^ const): cu = e, j = (e >> 1) ^ d, 8 distinct; G = 2 (64-byte rows: the column's
+// parity, fixed per store, picks the half of the 128 bytes): cu in a pair, 4 consecutive j,
+// two lanes per bank group. G = 1 (32-byte rows, where two quarter-warp lanes in four would
+// collide) reorders instead: lane j takes its k-th store at column k ^ (j & 3), its
+// registers permuted back with selects. Columns outside the box go to the lane's trash row.
+template <int G>
+__device__ __forceinline__ void xp_transpose_piece_f32(uint32_t piece, uint32_t box,
+                                                       uint32_t trash, int h0, int rows,
+                                                       int chunk, int wsh, int wbox, int lane) {
+  static_assert(G == 1 || G == 2 || G == 4, "K steps of 8, 16 or 32 channels");
+  constexpr int kBk = 8 * G, kRb = 4 * kBk;
+  constexpr int kIters = 2;  // (4 / G rows x 2 G units x 8 column units) / 32 lanes
+  const int e = lane & 7, qw = lane >> 3;
+  const int col0 = kXpCols * chunk - wsh;  // the piece's first column within the box
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int cu = G == 1 ? e >> 2 : G == 2 ? 2 * (qw & 1) + (e >> 2) : e;
+    const int j = G == 1   ? 4 * (qw & 1) + (e & 3)
+                  : G == 2 ? 4 * (qw >> 1) + (e & 3)
+                           : (e >> 1) ^ (qw + 4 * it);
+    const int r = G == 1 ? (qw >> 1) + 2 * it : G == 2 ? it : 0;
+    const int rho = G == 1 ? j & 3 : 0;
+    if (r >= rows) continue;
+    float a[4][4];  // a[c][i]: channel 4 cu + c at column 4 j + i
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int line = r * kBk + 4 * cu + c;
+      const uint32_t src = piece + uint32_t(line * 128) + 16u * uint32_t(j ^ (line & 7));
+      asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=f"(a[c][0]), "=f"(a[c][1]), "=f"(a[c][2]), "=f"(a[c][3])
+                   : "r"(src)
+                   : "memory");
+    }
+    uint32_t b[4][4];  // b[c][i]: channel 4 cu + c at column 4 j + (i ^ rho), as TF32
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float v = a[c][i];
+        if (G == 1) {
+          v = (rho & 1) ? a[c][i ^ 1] : v;
+          if (rho & 2) v = (rho & 1) ? a[c][i ^ 3] : a[c][i ^ 2];
+        }
+        b[c][i] = to_tf32(v);
+      }
+    }
+    const int rowq = (h0 + r) * wbox;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int col = col0 + 4 * j + (i ^ rho);
+      const int q = rowq + col;
+      const int sw = kRb == 128 ? (q & 7) : kRb == 64 ? ((q >> 1) & 3) : ((q >> 2) & 1);
+      const uint32_t dst = unsigned(col) < unsigned(wbox)
+                               ? box + uint32_t(q * kRb) + 16u * uint32_t(cu ^ sw)
+                               : trash;
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(b[0][i]),
+                   "r"(b[1][i]), "r"(b[2][i]), "r"(b[3][i])
+                   : "memory");
+    }
+  }
+}
+
 // kSplit (float only): split TF32 for strict float32. Each product is
 // W_big X_big + W_big X_small + W_small X_big, big = tf32(v), small = tf32(v - big): both
 // operands' residual copies ride in the same stage, and every MMA step is three wgmma.
@@ -1178,14 +1255,14 @@ __device__ __forceinline__ void xp_transpose_piece(uint32_t piece, uint32_t box,
 // wgmma's N (see the top of this file): N = NC x FOLD columns, column f * NC + c the
 // products with W tap f of channel c, one MMA step per (H tap, 32 bytes of channels) on the
 // unshifted box; the epilogue sums the taps' columns at their shifts.
-// kXp (16-bit types, not kRaw): the input transposed in the kernel (see the top of this
-// file); map is then the raw tensor map over x, and warp 5 transposes.
+// kXp (16-bit types or TF32, not kSplit or kRaw): the input transposed in the kernel (see the
+// top of this file); map is then the raw tensor map over x, and warp 5 transposes.
 template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1,
           int WPH = 1, bool kXp = false>
 __global__ void __launch_bounds__(block_threads(kXp), 2)
     fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
-  static_assert(!kXp || (sizeof(T) == 2 && !kSplit && !kRaw),
-                "the input transposed in the kernel: 16-bit types");
+  static_assert(!kXp || (!kSplit && !kRaw),
+                "the input transposed in the kernel: 16-bit types or TF32");
   static_assert(WPH == 1 || (WPH == 2 && NC > 0 && !kSplit && !kRaw && FOLD == 1),
                 "W phase pairs in registers: unfolded position-major tiles");
   static_assert(!kSplit || sizeof(T) == 4, "split TF32 is for float");
@@ -1257,7 +1334,18 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
       const uint32_t piece = xp_base + uint32_t(xs * p.xp_piece_bytes);
       const uint32_t box = box0 + uint32_t(hd.stage * p.stage_bytes);
       const int rows = min(p.xp_rows, p.hbox - hd.h0);
-      if (p.bk == 16) {
+      if constexpr (sizeof(T) == 4) {
+        if (p.bk == 8) {
+          xp_transpose_piece_f32<1>(piece, box, trash, hd.h0, rows, hd.chunk, hd.wsh, p.wbox,
+                                    lane);
+        } else if (p.bk == 16) {
+          xp_transpose_piece_f32<2>(piece, box, trash, hd.h0, rows, hd.chunk, hd.wsh, p.wbox,
+                                    lane);
+        } else {
+          xp_transpose_piece_f32<4>(piece, box, trash, hd.h0, rows, hd.chunk, hd.wsh, p.wbox,
+                                    lane);
+        }
+      } else if (p.bk == 16) {
         xp_transpose_piece<2>(piece, box, trash, hd.h0, rows, hd.chunk, hd.wsh, p.wbox, lane);
       } else if (p.bk == 32) {
         xp_transpose_piece<4>(piece, box, trash, hd.h0, rows, hd.chunk, hd.wsh, p.wbox, lane);
@@ -1384,8 +1472,8 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
             const int d0 = qd + td.off0 - jd * td.doff;
             const uint32_t box = smem_addr(st);
             if constexpr (kXp) {
-              // The raw box in pieces (xp_rows rows x kXpCols columns from the 16-byte-aligned
-              // column at or before w0), each into the ring's next piece once the transposer
+              // The raw box in pieces (xp_rows rows x kXpCols columns from the last multiple
+              // of 8 columns at or before w0), each into the ring's next piece once the transposer
               // is done with it.
               const int w0a = w0 & ~7;
               for (int hr = 0; hr < p.hbox; hr += p.xp_rows) {
