@@ -764,3 +764,17 @@ def test_runtime_convert_rules():
 
     with pytest.warns(UserWarning, match="has no nn.ConvTranspose1d/2d/3d module"):
         assert runtime._convt_convert(torch.nn.Linear(2, 2)) == []
+
+
+@pytest.mark.parametrize("has_option", [True, False])
+def test_runtime_nvcc_parallel_flags(tmp_path, monkeypatch, has_option):
+    """An exported file asks nvcc for --split-compile=0 exactly where the nvcc it builds
+    with lists the option (a fake nvcc here, picked by PYTORCH_NVCC)."""
+    from convt.kernelbench import runtime
+
+    nvcc = tmp_path / "nvcc"
+    usage = "--split-compile <number>    (-split-compile)" if has_option else "--threads <number>"
+    nvcc.write_text(f"#!/bin/sh\necho '{usage}'\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("PYTORCH_NVCC", str(nvcc))
+    assert runtime._convt_nvcc_parallel_flags() == (["--split-compile=0"] if has_option else [])

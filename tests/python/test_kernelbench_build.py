@@ -70,6 +70,13 @@ int main() {
 """
 
 
+def _nvcc_parallel_flags() -> list[str]:
+    """What an exported file adds (runtime.py's _convt_nvcc_parallel_flags): the device
+    code optimized on every core where nvcc can."""
+    out = subprocess.run([NVCC, "--help"], capture_output=True, text=True, timeout=60).stdout
+    return ["--split-compile=0"] if "--split-compile" in out else []
+
+
 def _run(cmd, cwd) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -91,7 +98,7 @@ def planner_program(tmp_path_factory):
     work = tmp_path_factory.mktemp("kb_build")
     (work / "plan_main.cu").write_text(src.api + src.cuda + _wrapper.CUDA_EXTRA + _PLAN_MAIN)
     (work / "core.cpp").write_text('#define CONVT_CUDA_ARCHS_STRING "90a"\n' + src.api + src.core)
-    nvcc_flags = list(COMMON_NVCC_FLAGS) + _runtime_nvcc_flags() + [
+    nvcc_flags = list(COMMON_NVCC_FLAGS) + _runtime_nvcc_flags() + _nvcc_parallel_flags() + [
         "-std=c++20", "-gencode=arch=compute_90a,code=sm_90a", "--compiler-options", "-fPIC"]
     procs = [
         (_run([NVCC, *nvcc_flags, "-c", "plan_main.cu", "-o", "plan_main.o"], work), "nvcc (CUDA part, sm_90a)"),

@@ -23,6 +23,8 @@
 import hashlib as _convt_hashlib
 import inspect as _convt_inspect
 import os as _convt_os
+import shutil as _convt_shutil
+import subprocess as _convt_subprocess
 import sys as _convt_sys
 import threading as _convt_threading
 import warnings as _convt_warnings
@@ -55,6 +57,29 @@ def _convt_cuda_arch():
     return arch + "a" if (major, minor) == (9, 0) else arch
 
 
+def _convt_nvcc_parallel_flags():
+    """["--split-compile=0"] where the nvcc that load_inline runs has the option (CUDA 12
+    and later): it optimizes and assembles the device code of this one large source on
+    every core, where a single thread takes several minutes. [] otherwise."""
+    try:
+        from torch.utils.cpp_extension import CUDA_HOME
+    except ImportError:
+        CUDA_HOME = None
+    candidates = [_convt_os.environ.get("PYTORCH_NVCC", "").split(" ")[0]]
+    if CUDA_HOME:
+        candidates.append(_convt_os.path.join(CUDA_HOME, "bin", "nvcc"))
+    candidates.append(_convt_shutil.which("nvcc") or "")
+    for nvcc in candidates:
+        if not nvcc or not _convt_os.path.isfile(nvcc):
+            continue
+        try:
+            out = _convt_subprocess.run([nvcc, "--help"], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, _convt_subprocess.SubprocessError):
+            return []
+        return ["--split-compile=0"] if "--split-compile" in out else []
+    return []
+
+
 def _convt_build_spec():
     """(name, load_inline keyword arguments) of this file's extension."""
     with_cuda = torch.version.cuda is not None and torch.cuda.is_available()
@@ -63,7 +88,7 @@ def _convt_build_spec():
     archs = "none"
     if with_cuda:
         cflags.append("-DCONVT_WITH_CUDA")
-        cuda_flags = list(_CONVT_NVCC_FLAGS)
+        cuda_flags = list(_CONVT_NVCC_FLAGS) + _convt_nvcc_parallel_flags()
         if _convt_os.environ.get("TORCH_CUDA_ARCH_LIST"):
             archs = "TORCH_CUDA_ARCH_LIST=" + _convt_os.environ["TORCH_CUDA_ARCH_LIST"]
         else:
