@@ -1,7 +1,7 @@
 """Median time of convt's forward on benchmark cases, nothing else (no PyTorch side, no
 error check): for quick comparisons of kernel variants selected by environment variables.
 
-    python scripts/time_cases.py bf16 kb57,kb64 [--reps 10] [--channels-last]
+    python scripts/time_cases.py bf16 kb57,kb64 [--reps 10] [--channels-last] [--describe]
 """
 import argparse
 
@@ -18,6 +18,8 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--channels-last", action="store_true",
                     help="the input with its channels innermost (channels_last strides)")
+    ap.add_argument("--describe", action="store_true",
+                    help="also print the forward kernel each case runs (convt.describe_forward)")
     args = ap.parse_args()
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     for case in select_cases(load_suite("kernelbench").cases, args.cases.split(",")):
@@ -47,6 +49,9 @@ def main():
             times.append(start.elapsed_time(end))
         times.sort()
         print(f"{case.id} {args.dtype} {times[len(times) // 2]:.3f} ms")
+        if args.describe:
+            print("   ", convt.describe_forward(x, w, None, case.stride, case.padding,
+                                                case.output_padding, case.groups, case.dilation))
 
 
 if __name__ == "__main__":

@@ -886,26 +886,37 @@ __device__ __forceinline__ void merged_phase_epilogue(
   __syncwarp();
 }
 
-// A batch of MMA steps (count `left` of them, at most kBatch) into the accumulators A.
+// A batch of MMA steps (count `left` of them, at most kBatch) into the accumulators A,
+// committed as one group. (Straight-line wgmma per count, each run with its commit: ptxas
+// closes a group where a branch leaves a run of wgmma, so a test between two wgmma, or a
+// commit after the branches, gave a group per wgmma or an empty group after the batch,
+// and wait_group then waited for more than it names.)
+template <int kCount, typename T, int NA, int MB, bool kPos, bool kSplit>
+__device__ __forceinline__ void issue_run(float (&A)[MB][NA / 2], const uint64_t (&da)[kBatch],
+                                          const uint64_t (&db)[kBatch], int& accumulate,
+                                          uint64_t mstep, uint64_t dws, uint64_t dxs) {
+#pragma unroll
+  for (int u = 0; u < kCount; ++u) {
+    mma_step<T, NA, MB, kPos, kSplit>(A, da[u], db[u], accumulate, mstep, dws, dxs);
+    accumulate = 1;
+  }
+  tma::wgmma_commit();
+}
+
 template <typename T, int NA, int MB, bool kPos, bool kSplit>
 __device__ __forceinline__ void issue_batch(float (&A)[MB][NA / 2], const uint64_t (&da)[kBatch],
                                             const uint64_t (&db)[kBatch], int left,
                                             int& accumulate, uint64_t mstep, uint64_t dws,
                                             uint64_t dxs) {
+  static_assert(kBatch == 4, "the partial batches below");
   if (left >= kBatch) {
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      mma_step<T, NA, MB, kPos, kSplit>(A, da[u], db[u], accumulate, mstep, dws, dxs);
-      accumulate = 1;
-    }
+    issue_run<4, T, NA, MB, kPos, kSplit>(A, da, db, accumulate, mstep, dws, dxs);
+  } else if (left == 3) {
+    issue_run<3, T, NA, MB, kPos, kSplit>(A, da, db, accumulate, mstep, dws, dxs);
+  } else if (left == 2) {
+    issue_run<2, T, NA, MB, kPos, kSplit>(A, da, db, accumulate, mstep, dws, dxs);
   } else {
-#pragma unroll
-    for (int u = 0; u < kBatch - 1; ++u) {
-      if (u < left) {
-        mma_step<T, NA, MB, kPos, kSplit>(A, da[u], db[u], accumulate, mstep, dws, dxs);
-        accumulate = 1;
-      }
-    }
+    issue_run<1, T, NA, MB, kPos, kSplit>(A, da, db, accumulate, mstep, dws, dxs);
   }
 }
 
@@ -1612,6 +1623,12 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
           // batch's wgmma back to back, each with descriptors in registers of its own. (A
           // loop of single wgmma needs a fence per iteration, ptxas inserts one otherwise,
           // C7519, and a fence waits for the wgmma before it: serialized.)
+          // Each batch is a group of its own, and after issuing one the warps wait for the
+          // one before it (wait_group 1): one batch runs while the next is prepared, across
+          // K steps too, and the previous stage is released once the first batch of this
+          // one is issued. (With one group per K step, ptxas closed a group at each batch's
+          // fence all the same, and wait_group 1 at the step's end then waited for every
+          // batch of the step: the tensor pipe drained at each K step.)
           const int count = hcnt * cw * ksteps;
           int i = 0, jw = 0, ks = 0;
           uint32_t wt = wts;
@@ -1645,8 +1662,14 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
               issue_batch<T, kNA, kMB, kPos, kSplit>(acc, da, db, left, accumulate, mstep, dws,
                                                      dxs);
             }
+            if constexpr (!kSplit) {
+              wgmma_wait<1>();  // the batch before this one is done
+              if (prev >= 0) {
+                mbar_arrive(empty0 + 8 * prev);  // the previous stage's MMAs are all done
+                prev = -1;
+              }
+            }
           }
-          wgmma_commit();
         }  // kRaw
         if constexpr (kSplit) {
           wgmma_wait<0>();
@@ -1658,8 +1681,13 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
           accumulate = 0;
         }
       }
-      if constexpr (!kSplit) wgmma_wait<1>();  // the previous K step's MMAs are done
-      if (prev >= 0) mbar_arrive(empty0 + 8 * prev);  // release its stage
+      if (prev >= 0) {
+        // (Not released above: kRaw, split TF32, or a stage without MMAs.) kRaw keeps one
+        // batch of this step in flight; elsewhere no MMA of this step is pending but the
+        // last batch.
+        if constexpr (!kSplit) wgmma_wait<1>();  // the previous K step's MMAs are done
+        mbar_arrive(empty0 + 8 * prev);  // release its stage
+      }
       prev = stage;
       if (++stage == p.stages) {
         stage = 0;
