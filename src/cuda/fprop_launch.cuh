@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 
 #include "convt/cuda/implicit_gemm_fprop_halo_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_sm80.cuh"
@@ -570,6 +571,15 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   }
   fp.epi_bytes = std::max(plan.wg_epi_bytes, wg::kEpiBytes);
   fp.cl_chunks = cl_chunks;
+  {
+    // The consumers wait for the previous batch of MMAs after each batch on channel-major
+    // tiles (a batch is four m64 x N wgmma), after a K step's last batch on position-major
+    // ones (a batch is 4 x N / 64 narrow wgmma): what measured faster on each (docs/kernels.md).
+    // CONVT_WG_BATCH_WAIT=1 / 0 asks for one of them everywhere (for measuring).
+    const char* bw = std::getenv("CONVT_WG_BATCH_WAIT");
+    fp.batch_wait = bw != nullptr && (bw[0] == '0' || bw[0] == '1') ? bw[0] - '0'
+                                                                     : (plan.wg_nc > 0 ? 0 : 1);
+  }
   fp.wbox = plan.wg_wbox;
   fp.hbox = plan.wg_hbox;
   if (plan.wg_scatter) {

@@ -279,6 +279,10 @@ struct Params {
   // The input transposed in the kernel (kXp): pieces per box row (xp_chunks(wbox)), the
   // ring's pieces, rows per piece and a piece's bytes (kXpCols x bk x rows elements).
   int xp_chunks, xp_pieces, xp_rows, xp_piece_bytes;
+  // 1: the consumers wait for the previous batch of MMAs after issuing each one; 0: only
+  // after a K step's last batch (either way the batch just issued keeps running). Not
+  // with split TF32, which waits for each step's MMAs to add them up.
+  int batch_wait;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -1624,9 +1628,11 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
           // loop of single wgmma needs a fence per iteration, ptxas inserts one otherwise,
           // C7519, and a fence waits for the wgmma before it: serialized.)
           // Each batch is a group of its own, and after issuing one the warps wait for the
-          // one before it (wait_group 1): one batch runs while the next is prepared, across
-          // K steps too, and the previous stage is released once the first batch of this
-          // one is issued. (With one group per K step, ptxas closed a group at each batch's
+          // one before it (wait_group 1; Params::batch_wait, channel-major tiles) or, after
+          // the step's last batch, for all but that one (position-major tiles, whose
+          // batches are narrow): the batch just issued runs while the next is prepared,
+          // across K steps too, and the previous stage is released at the first wait of
+          // this one. (With one group per K step, ptxas closed a group at each batch's
           // fence all the same, and wait_group 1 at the step's end then waited for every
           // batch of the step: the tensor pipe drained at each K step.)
           const int count = hcnt * cw * ksteps;
@@ -1663,10 +1669,12 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
                                                      dxs);
             }
             if constexpr (!kSplit) {
-              wgmma_wait<1>();  // the batch before this one is done
-              if (prev >= 0) {
-                mbar_arrive(empty0 + 8 * prev);  // the previous stage's MMAs are all done
-                prev = -1;
+              if (p.batch_wait || it + kBatch >= count) {
+                wgmma_wait<1>();  // the batches before this one are done
+                if (prev >= 0) {
+                  mbar_arrive(empty0 + 8 * prev);  // the previous stage's MMAs are all done
+                  prev = -1;
+                }
               }
             }
           }
