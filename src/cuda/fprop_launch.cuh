@@ -579,6 +579,8 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     const char* bw = std::getenv("CONVT_WG_BATCH_WAIT");
     fp.batch_wait = bw != nullptr && (bw[0] == '0' || bw[0] == '1') ? bw[0] - '0'
                                                                      : (plan.wg_nc > 0 ? 0 : 1);
+    const char* ed = std::getenv("CONVT_WG_EPI_DIRECT");
+    fp.epi_direct = ed != nullptr && ed[0] == '1' ? 1 : 0;
   }
   fp.wbox = plan.wg_wbox;
   fp.hbox = plan.wg_hbox;

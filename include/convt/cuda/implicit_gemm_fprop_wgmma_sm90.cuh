@@ -283,6 +283,9 @@ struct Params {
   // after a K step's last batch (either way the batch just issued keeps running). Not
   // with split TF32, which waits for each step's MMAs to add them up.
   int batch_wait;
+  // 1: channel-major tiles store an NC... output straight from the accumulators
+  // (direct_epilogue) instead of staging it through shared memory.
+  int epi_direct;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -753,6 +756,58 @@ __device__ __forceinline__ void store_position_channels(T* y, const float* stage
     if (nn < N)
       store_channels_of_position<T, 16>(y, staged, kEpiPitch, q, nn, m0, info, wbox, rows, cols,
                                         zero);
+  }
+}
+
+// Channel-major tiles whose output is not channels-innermost, stored straight from the
+// accumulators (Params::epi_direct): lane (g8, t4) of warp w holds channels 16 w + g8 and
+// 16 w + 8 + g8 of positions 8 pi + 2 t4 and 8 pi + 2 t4 + 1 (a[4 pi + 2 h + e]); it works
+// out each position pair's offsets once (stepping (row, column) by 8 columns per pi) and
+// stores both channels, one instruction per channel where the pair is adjacent and
+// aligned in y. No staging, no shared-memory round trip.
+template <typename T, int N>
+__device__ __forceinline__ void direct_epilogue(const float (&a)[N / 2], T* y,
+                                                const EpiInfo* info, int co_valid, int rows,
+                                                int cols, int64_t ys1, int wbox, int warp,
+                                                int g8, int t4, bool zero) {
+  const int m0 = 16 * warp + g8;
+  if (m0 >= co_valid) return;  // (then m0 + 8 too)
+  const bool ok1 = m0 + 8 < co_valid;
+  const float b0 = info->bias[m0], b1 = ok1 ? info->bias[m0 + 8] : 0.f;
+  T* const yc = y + int64_t(info->co0 + m0) * ys1;
+  const int64_t d8 = 8 * ys1;
+  const int64_t col_step = info->col_step;
+  int r = 0, c = 2 * t4;
+  while (c >= wbox) {
+    c -= wbox;
+    ++r;
+  }
+#pragma unroll
+  for (int pi = 0; pi < N / 8; ++pi) {
+    if (r < rows) {
+      int r1 = r, c1 = c + 1;
+      if (c1 == wbox) {
+        c1 = 0;
+        ++r1;
+      }
+      const bool v0 = c < cols, v1 = r1 < rows && c1 < cols;
+      if (v0 || v1) {
+        const int64_t o0 = v0 ? info->base[r] + c * col_step : 0;
+        const int64_t o1 = v1 ? info->base[r1] + c1 * col_step : 0;
+        const bool pair = v0 && v1 && o1 == o0 + 1 && ys1 % 2 == 0 &&
+                          reinterpret_cast<uintptr_t>(yc + o0) % (2 * sizeof(T)) == 0;
+        const float2 lo = zero ? make_float2(0.f, 0.f) : make_float2(a[4 * pi], a[4 * pi + 1]);
+        const float2 hi =
+            zero ? make_float2(0.f, 0.f) : make_float2(a[4 * pi + 2], a[4 * pi + 3]);
+        store_channel<T>(yc + o0, o1 - o0, lo, b0, pair, v0, v1);
+        if (ok1) store_channel<T>(yc + d8 + o0, o1 - o0, hi, b1, pair, v0, v1);
+      }
+    }
+    c += 8;
+    while (c >= wbox) {
+      c -= wbox;
+      ++r;
+    }
   }
 }
 
@@ -1761,7 +1816,12 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
     } else if constexpr (!kPos) {
       // Epilogue: warp w owns channels 16w .. 16w + 15 (rows 16w + 8h + g of the
       // accumulators), stages them 64 positions at a time and stores each channel's
-      // positions two per lane.
+      // positions two per lane (or, Params::epi_direct, stores them from the registers).
+      if (p.epi_direct && ys1 != 1) {
+        direct_epilogue<T, N>(acc[0], y, info, co_valid, rows, cols, ys1, p.wbox, warp, g8, t4,
+                              !has_mma);
+        __syncwarp();
+      } else
 #pragma unroll
       for (int pass = 0; pass < (N + 63) / 64; ++pass) {
 #pragma unroll
