@@ -581,6 +581,8 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
                                                                      : (plan.wg_nc > 0 ? 0 : 1);
     const char* ed = std::getenv("CONVT_WG_EPI_DIRECT");
     fp.epi_direct = ed != nullptr && ed[0] == '1' ? 1 : 0;
+    const char* eb = std::getenv("CONVT_WG_EVEN_BATCHES");
+    fp.even_batches = eb != nullptr && eb[0] == '1' ? 1 : 0;
   }
   fp.wbox = plan.wg_wbox;
   fp.hbox = plan.wg_hbox;

@@ -286,6 +286,8 @@ struct Params {
   // 1: channel-major tiles store an NC... output straight from the accumulators
   // (direct_epilogue) instead of staging it through shared memory.
   int epi_direct;
+  // 1: a K step's MMA steps split into batches of even sizes (at most kBatch each).
+  int even_batches;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -1693,23 +1695,30 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
           const int count = hcnt * cw * ksteps;
           int i = 0, jw = 0, ks = 0;
           uint32_t wt = wts;
-          for (int it = 0; it < count; it += kBatch) {
+          // (Params::even_batches: the step's batches as even as they can be, e.g. 3 + 3
+          // for 6 MMA steps instead of 4 + 2.)
+          const int nb = p.even_batches ? (count + kBatch - 1) / kBatch : 0;
+          for (int it = 0, jb = 0; it < count; ++jb) {
+            const int left =
+                nb > 0 ? count / nb + (jb < count % nb ? 1 : 0) : min(kBatch, count - it);
             uint64_t da[kBatch], db[kBatch];
 #pragma unroll
             for (int u = 0; u < kBatch; ++u) {
               const uint32_t shift = uint32_t((hcnt - 1 - i) * shift_h + (cw - 1 - jw) * doff_w);
               da[u] = wgmma_desc(wt);
               db[u] = desc_x(box + shift * row_bytes + 32 * ks, row_bytes);
-              wt += kCw * 32;
-              if (++ks == ksteps) {
-                ks = 0;
-                if (++jw == cw) {
-                  jw = 0;
-                  ++i;
+              if (u < left) {
+                wt += kCw * 32;
+                if (++ks == ksteps) {
+                  ks = 0;
+                  if (++jw == cw) {
+                    jw = 0;
+                    ++i;
+                  }
                 }
               }
             }
-            const int left = count - it;
+            it += left;
             wgmma_fence();
             if constexpr (WPH > 1) {
               if (wrw != 0) {
@@ -1724,7 +1733,7 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
                                                      dxs);
             }
             if constexpr (!kSplit) {
-              if (p.batch_wait || it + kBatch >= count) {
+              if (p.batch_wait || it >= count) {
                 wgmma_wait<1>();  // the batches before this one are done
                 if (prev >= 0) {
                   mbar_arrive(empty0 + 8 * prev);  // the previous stage's MMAs are all done
@@ -1817,11 +1826,17 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
       // Epilogue: warp w owns channels 16w .. 16w + 15 (rows 16w + 8h + g of the
       // accumulators), stages them 64 positions at a time and stores each channel's
       // positions two per lane (or, Params::epi_direct, stores them from the registers).
-      if (p.epi_direct && ys1 != 1) {
-        direct_epilogue<T, N>(acc[0], y, info, co_valid, rows, cols, ys1, p.wbox, warp, g8, t4,
-                              !has_mma);
-        __syncwarp();
-      } else
+      // (Not with split TF32: reading its sums there made ptxas serialize its wgmma, C7515.)
+      bool staged = true;
+      if constexpr (!kSplit) {
+        if (p.epi_direct && ys1 != 1) {
+          direct_epilogue<T, N>(acc[0], y, info, co_valid, rows, cols, ys1, p.wbox, warp, g8,
+                                t4, !has_mma);
+          __syncwarp();
+          staged = false;
+        }
+      }
+      if (staged)
 #pragma unroll
       for (int pass = 0; pass < (N + 63) / 64; ++pass) {
 #pragma unroll
