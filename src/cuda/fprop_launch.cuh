@@ -569,7 +569,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     fp.wm = 1;
     fp.wm_wo = plan.wg_wv * fp.stride[2];
   }
-  fp.epi_bytes = std::max(plan.wg_epi_bytes, wg::kEpiBytes);
+  fp.epi_bytes = wgmma_epi_bytes(plan);
   fp.cl_chunks = cl_chunks;
   {
     // The consumers wait for the previous batch of MMAs after each batch on channel-major
@@ -579,8 +579,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     const char* bw = std::getenv("CONVT_WG_BATCH_WAIT");
     fp.batch_wait = bw != nullptr && (bw[0] == '0' || bw[0] == '1') ? bw[0] - '0'
                                                                      : (plan.wg_nc > 0 ? 0 : 1);
-    const char* ed = std::getenv("CONVT_WG_EPI_DIRECT");
-    fp.epi_direct = ed != nullptr && ed[0] == '1' ? 1 : 0;
+    fp.epi_direct = plan.wg_epi_direct ? 1 : 0;
     const char* eb = std::getenv("CONVT_WG_EVEN_BATCHES");
     fp.even_batches = eb != nullptr && eb[0] == '1' ? 1 : 0;
   }

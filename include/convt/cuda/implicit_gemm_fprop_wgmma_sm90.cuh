@@ -283,8 +283,8 @@ struct Params {
   // after a K step's last batch (either way the batch just issued keeps running). Not
   // with split TF32, which waits for each step's MMAs to add them up.
   int batch_wait;
-  // 1: channel-major tiles store an NC... output straight from the accumulators
-  // (direct_epilogue) instead of staging it through shared memory.
+  // 1: channel-major tiles store their outputs straight from the accumulators
+  // (direct_epilogue; epi_bytes is then 0: no staging area).
   int epi_direct;
   // 1: a K step's MMA steps split into batches of even sizes (at most kBatch each).
   int even_batches;
@@ -761,8 +761,8 @@ __device__ __forceinline__ void store_position_channels(T* y, const float* stage
   }
 }
 
-// Channel-major tiles whose output is not channels-innermost, stored straight from the
-// accumulators (Params::epi_direct): lane (g8, t4) of warp w holds channels 16 w + g8 and
+// Channel-major tiles stored straight from the accumulators (Params::epi_direct): lane
+// (g8, t4) of warp w holds channels 16 w + g8 and
 // 16 w + 8 + g8 of positions 8 pi + 2 t4 and 8 pi + 2 t4 + 1 (a[4 pi + 2 h + e]); it works
 // out each position pair's offsets once (stepping (row, column) by 8 columns per pi) and
 // stores both channels, one instruction per channel where the pair is adjacent and
@@ -1829,7 +1829,7 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
       // (Not with split TF32: reading its sums there made ptxas serialize its wgmma, C7515.)
       bool staged = true;
       if constexpr (!kSplit) {
-        if (p.epi_direct && ys1 != 1) {
+        if (p.epi_direct) {
           direct_epilogue<T, N>(acc[0], y, info, co_valid, rows, cols, ys1, p.wbox, warp, g8,
                                 t4, !has_mma);
           __syncwarp();
