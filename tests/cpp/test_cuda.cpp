@@ -970,6 +970,34 @@ INSTANTIATE_TEST_SUITE_P(
                                         quick_mode() ? 12 : 4)),
     nc_case_name);
 
+// The opt-in epilogue and batching (CONVT_WG_EPI_DIRECT=1: channel-major tiles store from
+// the accumulators, no staging area, more stages; CONVT_WG_EVEN_BATCHES=1: a K step's MMA
+// steps in batches of even sizes), together, every third case in every precision, NC...
+// and channels_last layouts as the cases have them.
+class CudaWgmmaDirectEpilogue : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaDirectEpilogue, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const Case& c = wgmma_case_list()[static_cast<size_t>(GetParam())];
+  const ScopedEnv direct("CONVT_WG_EPI_DIRECT", "1");
+  const ScopedEnv even("CONVT_WG_EVEN_BATCHES", "1");
+  check_wgmma_case(c, 104729u * uint64_t(GetParam()) + 3,
+                   [](const Precision& precision, bool split, const std::string& what) {
+                     if (split || what.find("wgmma persistent") == std::string::npos) return;
+                     const bool channel_major = what.find("tile 64 channels") != std::string::npos;
+                     const bool merged = what.find("W phases merged") != std::string::npos;
+                     EXPECT_EQ(what.find("stored from the accumulators") != std::string::npos,
+                               channel_major && !merged)
+                         << precision.name << ": " << what;
+                   });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaDirectEpilogue,
+                         ::testing::Range(0, static_cast<int>(wgmma_case_list().size()),
+                                          quick_mode() ? 9 : 3),
+                         tma_case_name);
+
 // The wgmma kernel's other tiles, asked for with CONVT_WG_NC on every other case: 64
 // channels x N positions where the planner would take a position-major tile (groups of at
 // most 32 output channels), and position-major tiles of 8 channels (several channel tiles
