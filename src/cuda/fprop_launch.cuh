@@ -517,10 +517,20 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
       constexpr int kc = wg::Kc<T>::value;
       bool vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && tp.in[2] % kc == 0;
       for (int d = 0; d < 4; ++d) vec = vec && tp.x_str[d] % kc == 0;
+      // CONVT_WG_COPY=2: tiles of 256 positions, their index decoded in 32 bits (being
+      // measured).
+      const char* copy_s = std::getenv("CONVT_WG_COPY");
+      const int tw = copy_s != nullptr && copy_s[0] == '2' ? 256 : wg::kTransposeW;
       const int64_t tiles = int64_t(tp.batch) * tp.groups * tp.cblocks * tp.in[0] * tp.in[1] *
-                            ((tp.in[2] + wg::kTransposeW - 1) / wg::kTransposeW);
+                            ((tp.in[2] + tw - 1) / tw);
       const unsigned tblocks = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t(1) << 20));
-      if (vec) {
+      if (tw == 256 && tiles <= int64_t(UINT32_MAX)) {
+        if (vec) {
+          wg::transpose_input_tiled_kernel<T, true, 256, true><<<tblocks, 256, 0, opt.stream>>>(tp);
+        } else {
+          wg::transpose_input_tiled_kernel<T, false, 256, true><<<tblocks, 256, 0, opt.stream>>>(tp);
+        }
+      } else if (vec) {
         wg::transpose_input_tiled_kernel<T, true><<<tblocks, 256, 0, opt.stream>>>(tp);
       } else {
         wg::transpose_input_tiled_kernel<T, false><<<tblocks, 256, 0, opt.stream>>>(tp);

@@ -970,10 +970,11 @@ INSTANTIATE_TEST_SUITE_P(
                                         quick_mode() ? 12 : 4)),
     nc_case_name);
 
-// The opt-in epilogue and batching (CONVT_WG_EPI_DIRECT=1: channel-major tiles store from
-// the accumulators, no staging area, more stages; CONVT_WG_EVEN_BATCHES=1: a K step's MMA
-// steps in batches of even sizes), together, every third case in every precision, NC...
-// and channels_last layouts as the cases have them.
+// The opt-in epilogue, batching and input copy (CONVT_WG_EPI_DIRECT=1: channel-major tiles
+// store from the accumulators, no staging area, more stages; CONVT_WG_EVEN_BATCHES=1: a K
+// step's MMA steps in batches of even sizes; CONVT_WG_COPY=2: the copy's tiles of 256
+// positions), together, every third case in every precision, NC... and channels_last
+// layouts as the cases have them.
 class CudaWgmmaDirectEpilogue : public ::testing::TestWithParam<int> {};
 
 TEST_P(CudaWgmmaDirectEpilogue, MatchesFloat64Oracle) {
@@ -982,6 +983,7 @@ TEST_P(CudaWgmmaDirectEpilogue, MatchesFloat64Oracle) {
   const Case& c = wgmma_case_list()[static_cast<size_t>(GetParam())];
   const ScopedEnv direct("CONVT_WG_EPI_DIRECT", "1");
   const ScopedEnv even("CONVT_WG_EVEN_BATCHES", "1");
+  const ScopedEnv copy("CONVT_WG_COPY", "2");
   check_wgmma_case(c, 104729u * uint64_t(GetParam()) + 3,
                    [](const Precision& precision, bool split, const std::string& what) {
                      if (split || what.find("wgmma persistent") == std::string::npos) return;

@@ -396,12 +396,13 @@ __global__ void transpose_input_kernel(TransposeParams p) {
 // starts 16-byte aligned and W is a multiple of 16 bytes, kVec), then writes the tile's
 // run of xt, which is contiguous ([128 wup positions][bk channels], the inserted zeros
 // included), 16 bytes per thread.
+// (kTw, kTile32: CONVT_WG_COPY=2 asks for tiles of 256 positions whose index is decoded in
+// 32-bit arithmetic where the tiles' count allows, being measured; docs/kernels.md.)
 constexpr int kTransposeW = 128;
 
-template <typename T, bool kVec>
+template <typename T, bool kVec, int kTw = kTransposeW, bool kTile32 = false>
 __global__ void __launch_bounds__(256) transpose_input_tiled_kernel(TransposeParams p) {
   constexpr int kc = Kc<T>::value;
-  constexpr int kTw = kTransposeW;
   __shared__ float tile[8 * kc][kTw + 1];  // bk is at most 128 bytes of channels
   const T* x = static_cast<const T*>(p.x);
   uint4* xt = static_cast<uint4*>(p.xt);
@@ -409,14 +410,16 @@ __global__ void __launch_bounds__(256) transpose_input_tiled_kernel(TransposePar
   const int wtiles = (p.in[2] + kTw - 1) / kTw;
   const int64_t tiles =
       int64_t(p.batch) * p.groups * p.cblocks * p.in[0] * p.in[1] * wtiles;
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    int64_t r = t;
-    const int w0 = int(r % wtiles) * kTw; r /= wtiles;
-    const int h = int(r % p.in[1]); r /= p.in[1];
-    const int d = int(r % p.in[0]); r /= p.in[0];
-    const int cb = int(r % p.cblocks); r /= p.cblocks;
-    const int g = int(r % p.groups);
-    const int64_t n = r / p.groups;
+  // (kTile32: the caller launches it only where tiles < 2^32.)
+  using TileIndex = typename std::conditional<kTile32, uint32_t, int64_t>::type;
+  for (TileIndex t = blockIdx.x; t < TileIndex(tiles); t += gridDim.x) {
+    TileIndex r = t;
+    const int w0 = int(r % TileIndex(wtiles)) * kTw; r /= TileIndex(wtiles);
+    const int h = int(r % TileIndex(p.in[1])); r /= TileIndex(p.in[1]);
+    const int d = int(r % TileIndex(p.in[0])); r /= TileIndex(p.in[0]);
+    const int cb = int(r % TileIndex(p.cblocks)); r /= TileIndex(p.cblocks);
+    const int g = int(r % TileIndex(p.groups));
+    const int64_t n = int64_t(r / TileIndex(p.groups));
     const int64_t base = n * p.x_str[0] + d * p.x_str[2] + h * p.x_str[3];
     const int c0 = g * p.cig + cb * p.bk;  // the block's first channel
     const int cvalid = min(p.bk, p.cig - cb * p.bk);
