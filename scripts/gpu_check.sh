@@ -23,6 +23,8 @@
 #   bash scripts/gpu_check.sh build install raw   # the input read in place, on against off
 #   bash scripts/gpu_check.sh build install fold   # W taps folded into N wherever they can be, against nowhere
 #   bash scripts/gpu_check.sh build install merge   # W phases merged wherever W is strided, against not
+#   ENV_AB="base= direct=CONVT_WG_EPI_DIRECT=1" bash scripts/gpu_check.sh install env-ab
+#     # one build timed under several CONVT_* settings, alternated (scripts/env_ab.py)
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side, compared case by case with BENCH_BASELINE, by default
@@ -213,6 +215,14 @@ if has wg-sanitize; then
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/wg-sanitize-env-$tool.log" | tail -3 | tee -a "$SUMMARY"
     fi
   done
+fi
+if has env-ab; then
+  # One installed build timed under several CONVT_* settings (scripts/env_ab.py): ENV_AB
+  # holds the settings (NAME=VAR=VALUE,... each; the first is the reference), ENV_AB_ARGS
+  # more arguments (e.g. "--dtype fp32 --cases kb57,kb68 --rounds 3").
+  # shellcheck disable=SC2086
+  step env-ab python3 scripts/env_ab.py ${ENV_AB_ARGS:-} ${ENV_AB:-base=}
+  tail -n 40 "$OUT/env-ab.log" | tee -a "$SUMMARY"
 fi
 if has wg-bench; then
   # fp32 (TF32) and bf16 forward, 10 runs a side: the wgmma kernel on every case
