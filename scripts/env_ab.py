@@ -4,7 +4,7 @@ prints each case's medians side by side with the geomean of each setting against
 first. Only convt runs (scripts/time_cases.py in a subprocess per setting and round).
 
     python scripts/env_ab.py --dtype fp32,bf16 --cases kb57,kb68 --rounds 2 \\
-        base= batch=CONVT_WG_BATCH_WAIT=0 direct=CONVT_WG_EPI_DIRECT=1,CONVT_WG_XP=0
+        base= noxp=CONVT_WG_XP=0 nc24=CONVT_WG_NC=24
 
 A setting is NAME=VAR=VALUE[,VAR=VALUE...], or NAME= for the environment as it is.
 """

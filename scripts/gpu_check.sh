@@ -23,7 +23,7 @@
 #   bash scripts/gpu_check.sh build install raw   # the input read in place, on against off
 #   bash scripts/gpu_check.sh build install fold   # W taps folded into N wherever they can be, against nowhere
 #   bash scripts/gpu_check.sh build install merge   # W phases merged wherever W is strided, against not
-#   ENV_AB="base= direct=CONVT_WG_EPI_DIRECT=1" bash scripts/gpu_check.sh install env-ab
+#   ENV_AB="base= noxp=CONVT_WG_XP=0" bash scripts/gpu_check.sh install env-ab
 #     # one build timed under several CONVT_* settings, alternated (scripts/env_ab.py)
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and

@@ -514,12 +514,6 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   // position-major tiles (where it outgrows it), after it for channel-major tiles (whose
   // epilogue stages the accumulators there first).
   const int64_t wm_bytes = wmerge ? round_up((cw * best_rows * sw * best_wv + 128) * e, 128) : 0;
-  // Channel-major tiles that store from the accumulators (CONVT_WG_EPI_DIRECT=1, not split
-  // TF32, not merged phases) stage nothing: once the K step and the input's path are
-  // chosen as with the staging area, the stages take it (below).
-  const char* direct_s = std::getenv("CONVT_WG_EPI_DIRECT");
-  const bool epi_direct = direct_s != nullptr && direct_s[0] == '1' && nc == 0 && !plan.split &&
-                          !wmerge && !raw;
   const int64_t epi_bytes = !wmerge ? int64_t(wg::kEpiBytes)
                             : nc > 0 ? std::max<int64_t>(wg::kEpiBytes, wm_bytes)
                                      : wg::kEpiBytes + wm_bytes;
@@ -666,15 +660,6 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   plan.wg_wmerge = wmerge;
   plan.wg_wpairs = wpairs;
   plan.wg_epi_bytes = int(epi_bytes);
-  plan.wg_epi_direct = epi_direct;
-  if (epi_direct) {
-    // The staging area's bytes to the stages (to the input copy's: a transposing plan keeps
-    // its stages and ring).
-    plan.wg_epi_bytes = 0;
-    if (!plan.wg_xp)
-      plan.wg_stages = int(std::min<int64_t>(wg::kMaxStages, (stage_budget + wg::kEpiBytes) /
-                                                                 plan.wg_stage_bytes));
-  }
   plan.wg_used = best_used;
   for (int d = 0; d < 3; ++d) plan.wg_tmax[d] = int(tmax[d]);
   plan.wg_cblocks = int((cig + plan.wg_bk - 1) / plan.wg_bk);
@@ -738,12 +723,8 @@ static bool memory_bound_with_w_zeros(const Problem& p, bool split, int nc) {
   return p.flops() * double(p.stride[2]) <= balance * bytes;
 }
 
-int wgmma_epi_bytes(const ImplicitGemmFpropPlan& plan) {
-  return plan.wg_epi_direct ? 0 : std::max(plan.wg_epi_bytes, wg::kEpiBytes);
-}
-
 std::size_t wgmma_shared_bytes(const ImplicitGemmFpropPlan& plan) {
-  const int epi = wgmma_epi_bytes(plan);
+  const int epi = std::max(plan.wg_epi_bytes, wg::kEpiBytes);
   if (plan.wg_xp)
     return std::size_t(wg::xp_area_offset(plan.wg_stages, plan.wg_stage_bytes, epi)) +
            std::size_t(plan.wg_xp_pieces) * plan.wg_xp_piece_bytes +
@@ -1270,7 +1251,6 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
       : plan.wg_wpairs ? std::string(", W phase pairs in registers")
                       : std::string(),
       ", ", plan.wg_stages, " stages",
-      plan.wg_epi_direct ? ", stored from the accumulators" : "",
       plan.wg_wup > 1 ? detail::str_cat(", zeros inserted along W (stride ", plan.wg_wup,
                                         " run as 1)")
                       : std::string(),

@@ -91,15 +91,8 @@ struct ImplicitGemmFpropPlan {
   // Bytes of the kernel's epilogue staging area (wg::kEpiBytes, or the merged phases'
   // buffer where that is larger; the stages take what is left).
   int wg_epi_bytes = 0;
-  // Channel-major tiles storing their outputs straight from the accumulators (no staging
-  // area; CONVT_WG_EPI_DIRECT=1).
-  bool wg_epi_direct = false;
   std::string describe() const;
 };
-
-// Bytes of the wgmma kernel's staging area for plan: none where it stores from the
-// accumulators, else at least wg::kEpiBytes.
-int wgmma_epi_bytes(const ImplicitGemmFpropPlan& plan);
 
 // The problem the wgmma kernel of `plan` runs for p: p itself, or with zeros inserted
 // along W (plan.wg_wup > 1) the same convolution over the upsampled input, W stride 1.

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 
 #include "convt/cuda/implicit_gemm_fprop_halo_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_sm80.cuh"
@@ -517,20 +516,10 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
       constexpr int kc = wg::Kc<T>::value;
       bool vec = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && tp.in[2] % kc == 0;
       for (int d = 0; d < 4; ++d) vec = vec && tp.x_str[d] % kc == 0;
-      // CONVT_WG_COPY=2: tiles of 256 positions, their index decoded in 32 bits (being
-      // measured).
-      const char* copy_s = std::getenv("CONVT_WG_COPY");
-      const int tw = copy_s != nullptr && copy_s[0] == '2' ? 256 : wg::kTransposeW;
       const int64_t tiles = int64_t(tp.batch) * tp.groups * tp.cblocks * tp.in[0] * tp.in[1] *
-                            ((tp.in[2] + tw - 1) / tw);
+                            ((tp.in[2] + wg::kTransposeW - 1) / wg::kTransposeW);
       const unsigned tblocks = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t(1) << 20));
-      if (tw == 256 && tiles <= int64_t(UINT32_MAX)) {
-        if (vec) {
-          wg::transpose_input_tiled_kernel<T, true, 256, true><<<tblocks, 256, 0, opt.stream>>>(tp);
-        } else {
-          wg::transpose_input_tiled_kernel<T, false, 256, true><<<tblocks, 256, 0, opt.stream>>>(tp);
-        }
-      } else if (vec) {
+      if (vec) {
         wg::transpose_input_tiled_kernel<T, true><<<tblocks, 256, 0, opt.stream>>>(tp);
       } else {
         wg::transpose_input_tiled_kernel<T, false><<<tblocks, 256, 0, opt.stream>>>(tp);
@@ -579,20 +568,8 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     fp.wm = 1;
     fp.wm_wo = plan.wg_wv * fp.stride[2];
   }
-  fp.epi_bytes = wgmma_epi_bytes(plan);
+  fp.epi_bytes = std::max(plan.wg_epi_bytes, wg::kEpiBytes);
   fp.cl_chunks = cl_chunks;
-  {
-    // The consumers wait for the previous batch of MMAs after each batch on channel-major
-    // tiles (a batch is four m64 x N wgmma), after a K step's last batch on position-major
-    // ones (a batch is 4 x N / 64 narrow wgmma): what measured faster on each (docs/kernels.md).
-    // CONVT_WG_BATCH_WAIT=1 / 0 asks for one of them everywhere (for measuring).
-    const char* bw = std::getenv("CONVT_WG_BATCH_WAIT");
-    fp.batch_wait = bw != nullptr && (bw[0] == '0' || bw[0] == '1') ? bw[0] - '0'
-                                                                     : (plan.wg_nc > 0 ? 0 : 1);
-    fp.epi_direct = plan.wg_epi_direct ? 1 : 0;
-    const char* eb = std::getenv("CONVT_WG_EVEN_BATCHES");
-    fp.even_batches = eb != nullptr && eb[0] == '1' ? 1 : 0;
-  }
   fp.wbox = plan.wg_wbox;
   fp.hbox = plan.wg_hbox;
   if (plan.wg_scatter) {

@@ -929,77 +929,6 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaPath,
                                           quick_mode() ? 3 : 1),
                          tma_case_name);
 
-// Test names of (tile channels, case index) parameters.
-std::string nc_case_name(const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
-  char name[48];
-  std::snprintf(name, sizeof(name), "nc%02d_case_%03d", std::get<0>(info.param),
-                std::get<1>(info.param));
-  return std::string(name);
-}
-
-// Where the wgmma kernel's consumers wait for their MMAs (Params::batch_wait): each batch
-// waits for the one before it, or only a K step's last batch for the step's others; each
-// releases the previous stage at its first wait. Both forced on channel-major tiles and on
-// position-major tiles of 24 channels, every fourth case (K steps of 1 to many batches,
-// partial last batches).
-class CudaWgmmaBatchWait : public ::testing::TestWithParam<std::tuple<int, int>> {};
-
-TEST_P(CudaWgmmaBatchWait, MatchesFloat64Oracle) {
-  const std::string reason = wgmma_unavailable_reason();
-  if (!reason.empty()) GTEST_SKIP() << reason;
-  const int nc = std::get<0>(GetParam());
-  const int index = std::get<1>(GetParam());
-  const Case& c = wgmma_case_list()[static_cast<size_t>(index)];
-  const ScopedEnv tile("CONVT_WG_NC", std::to_string(nc).c_str());
-  for (const char* wait : {"0", "1"}) {
-    SCOPED_TRACE(std::string("CONVT_WG_BATCH_WAIT=") + wait);
-    const ScopedEnv env("CONVT_WG_BATCH_WAIT", wait);
-    check_wgmma_case(c, 7919u * uint64_t(index) + (wait[0] == '1' ? 1 : 0),
-                     [](const Precision& precision, bool split, const std::string& what) {
-                       EXPECT_NE(what.find(split ? "3xTF32" : "wgmma persistent"),
-                                 std::string::npos)
-                           << precision.name << ": " << what;
-                     });
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Cases, CudaWgmmaBatchWait,
-    ::testing::Combine(::testing::Values(64, 24),
-                       ::testing::Range(0, static_cast<int>(wgmma_case_list().size()),
-                                        quick_mode() ? 12 : 4)),
-    nc_case_name);
-
-// The opt-in epilogue, batching and input copy (CONVT_WG_EPI_DIRECT=1: channel-major tiles
-// store from the accumulators, no staging area, more stages; CONVT_WG_EVEN_BATCHES=1: a K
-// step's MMA steps in batches of even sizes; CONVT_WG_COPY=2: the copy's tiles of 256
-// positions), together, every third case in every precision, NC... and channels_last
-// layouts as the cases have them.
-class CudaWgmmaDirectEpilogue : public ::testing::TestWithParam<int> {};
-
-TEST_P(CudaWgmmaDirectEpilogue, MatchesFloat64Oracle) {
-  const std::string reason = wgmma_unavailable_reason();
-  if (!reason.empty()) GTEST_SKIP() << reason;
-  const Case& c = wgmma_case_list()[static_cast<size_t>(GetParam())];
-  const ScopedEnv direct("CONVT_WG_EPI_DIRECT", "1");
-  const ScopedEnv even("CONVT_WG_EVEN_BATCHES", "1");
-  const ScopedEnv copy("CONVT_WG_COPY", "2");
-  check_wgmma_case(c, 104729u * uint64_t(GetParam()) + 3,
-                   [](const Precision& precision, bool split, const std::string& what) {
-                     if (split || what.find("wgmma persistent") == std::string::npos) return;
-                     const bool channel_major = what.find("tile 64 channels") != std::string::npos;
-                     const bool merged = what.find("W phases merged") != std::string::npos;
-                     EXPECT_EQ(what.find("stored from the accumulators") != std::string::npos,
-                               channel_major && !merged)
-                         << precision.name << ": " << what;
-                   });
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaDirectEpilogue,
-                         ::testing::Range(0, static_cast<int>(wgmma_case_list().size()),
-                                          quick_mode() ? 9 : 3),
-                         tma_case_name);
-
 // The wgmma kernel's other tiles, asked for with CONVT_WG_NC on every other case: 64
 // channels x N positions where the planner would take a position-major tile (groups of at
 // most 32 output channels), and position-major tiles of 8 channels (several channel tiles
@@ -1028,7 +957,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(64, 8, 24, 48),
                        ::testing::Range(0, static_cast<int>(wgmma_case_list().size()),
                                         quick_mode() ? 6 : 2)),
-    nc_case_name);
+    [](const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
+      char name[48];
+      std::snprintf(name, sizeof(name), "nc%02d_case_%03d", std::get<0>(info.param),
+                    std::get<1>(info.param));
+      return std::string(name);
+    });
 
 // W taps folded into N (CONVT_WG_FOLD=1: position-major tiles in TF32 and the 16-bit types
 // whose widest phase has 2 to 7 W taps): every fold (2, 3, 4, 5, 7: six taps take 7, one column block zero),

@@ -803,61 +803,6 @@ TEST(CudaPlanner, InputReadInPlaceStaysWithinItsStage) {
 // number of K steps (then a sample's channel blocks, which the kernel indexes as
 // groups x channel blocks of a group, are the input's channels / bk), and 16-byte-aligned
 // strides and address. Contiguous (NC...) inputs never are.
-// CONVT_WG_EPI_DIRECT=1: channel-major tiles outside split TF32 and merged W phases store
-// from the accumulators and get no staging area; the stages take it (never fewer than
-// with the staging area for the same K step, more where another one fits), and every
-// other plan stays as it was.
-TEST(CudaPlanner, DirectEpilogueGivesTheStagingAreaToTheStages) {
-  std::vector<Plan> staged;
-  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma,
-                       [&](const Problem&, MathMode, const Plan& plan) { staged.push_back(plan); });
-  setenv("CONVT_WG_EPI_DIRECT", "1", 1);
-  size_t i = 0;
-  int direct = 0, more_stages = 0;
-  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
-                                                             const Plan& plan) {
-    ASSERT_LT(i, staged.size());
-    const Plan& before = staged[i++];
-    EXPECT_FALSE(before.wg_epi_direct);
-    EXPECT_EQ(plan.usable, before.usable);
-    EXPECT_EQ(plan.wg, before.wg);
-    if (!plan.usable || !plan.wg) return;
-    const bool channel_major = plan.wg_nc == 0 && !plan.split && !plan.wg_wmerge && !plan.wg_raw;
-    EXPECT_EQ(plan.wg_epi_direct, channel_major) << p.to_string();
-    EXPECT_EQ(plan.wg_n, before.wg_n);
-    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
-    if (plan.wg_epi_direct) {
-      ++direct;
-      EXPECT_EQ(convt::cuda::wgmma_epi_bytes(plan), 0);
-      // The K step and the input's path as with the staging area; the stages take it
-      // where the input is copied.
-      EXPECT_EQ(plan.wg_bk, before.wg_bk);
-      EXPECT_EQ(plan.wg_hb, before.wg_hb);
-      EXPECT_EQ(plan.wg_xp, before.wg_xp);
-      EXPECT_EQ(plan.wg_stage_bytes, before.wg_stage_bytes);
-      if (plan.wg_xp) {
-        EXPECT_EQ(plan.wg_stages, before.wg_stages);
-      } else {
-        // As many stages as fit (at most 8): one more would not.
-        EXPECT_TRUE(plan.wg_stages == 8 ||
-                    convt::cuda::wgmma_shared_bytes(plan) + plan.wg_stage_bytes >
-                        convt::cuda::wgmma_max_shared_bytes())
-            << p.to_string();
-        EXPECT_GE(plan.wg_stages, before.wg_stages) << p.to_string();
-        if (plan.wg_stages > before.wg_stages) ++more_stages;
-      }
-    } else {
-      EXPECT_EQ(convt::cuda::wgmma_epi_bytes(plan), convt::cuda::wgmma_epi_bytes(before));
-      EXPECT_EQ(plan.wg_stages, before.wg_stages);
-      EXPECT_EQ(plan.wg_bk, before.wg_bk);
-    }
-  });
-  unsetenv("CONVT_WG_EPI_DIRECT");
-  EXPECT_EQ(i, staged.size());
-  EXPECT_GT(direct, 50);
-  EXPECT_GT(more_stages, 10) << more_stages << " of " << direct << " direct plans";
-}
-
 TEST(CudaPlanner, ChannelsLastInputsReadInPlaceWhereTheLayoutIsTheCopys) {
   int in_place = 0, declined = 0;
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p0, MathMode,

@@ -279,15 +279,6 @@ struct Params {
   // The input transposed in the kernel (kXp): pieces per box row (xp_chunks(wbox)), the
   // ring's pieces, rows per piece and a piece's bytes (kXpCols x bk x rows elements).
   int xp_chunks, xp_pieces, xp_rows, xp_piece_bytes;
-  // 1: the consumers wait for the previous batch of MMAs after issuing each one; 0: only
-  // after a K step's last batch (either way the batch just issued keeps running). Not
-  // with split TF32, which waits for each step's MMAs to add them up.
-  int batch_wait;
-  // 1: channel-major tiles store their outputs straight from the accumulators
-  // (direct_epilogue; epi_bytes is then 0: no staging area).
-  int epi_direct;
-  // 1: a K step's MMA steps split into batches of even sizes (at most kBatch each).
-  int even_batches;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -396,13 +387,12 @@ __global__ void transpose_input_kernel(TransposeParams p) {
 // starts 16-byte aligned and W is a multiple of 16 bytes, kVec), then writes the tile's
 // run of xt, which is contiguous ([128 wup positions][bk channels], the inserted zeros
 // included), 16 bytes per thread.
-// (kTw, kTile32: CONVT_WG_COPY=2 asks for tiles of 256 positions whose index is decoded in
-// 32-bit arithmetic where the tiles' count allows, being measured; docs/kernels.md.)
 constexpr int kTransposeW = 128;
 
-template <typename T, bool kVec, int kTw = kTransposeW, bool kTile32 = false>
+template <typename T, bool kVec>
 __global__ void __launch_bounds__(256) transpose_input_tiled_kernel(TransposeParams p) {
   constexpr int kc = Kc<T>::value;
+  constexpr int kTw = kTransposeW;
   __shared__ float tile[8 * kc][kTw + 1];  // bk is at most 128 bytes of channels
   const T* x = static_cast<const T*>(p.x);
   uint4* xt = static_cast<uint4*>(p.xt);
@@ -410,16 +400,14 @@ __global__ void __launch_bounds__(256) transpose_input_tiled_kernel(TransposePar
   const int wtiles = (p.in[2] + kTw - 1) / kTw;
   const int64_t tiles =
       int64_t(p.batch) * p.groups * p.cblocks * p.in[0] * p.in[1] * wtiles;
-  // (kTile32: the caller launches it only where tiles < 2^32.)
-  using TileIndex = typename std::conditional<kTile32, uint32_t, int64_t>::type;
-  for (TileIndex t = blockIdx.x; t < TileIndex(tiles); t += gridDim.x) {
-    TileIndex r = t;
-    const int w0 = int(r % TileIndex(wtiles)) * kTw; r /= TileIndex(wtiles);
-    const int h = int(r % TileIndex(p.in[1])); r /= TileIndex(p.in[1]);
-    const int d = int(r % TileIndex(p.in[0])); r /= TileIndex(p.in[0]);
-    const int cb = int(r % TileIndex(p.cblocks)); r /= TileIndex(p.cblocks);
-    const int g = int(r % TileIndex(p.groups));
-    const int64_t n = int64_t(r / TileIndex(p.groups));
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    int64_t r = t;
+    const int w0 = int(r % wtiles) * kTw; r /= wtiles;
+    const int h = int(r % p.in[1]); r /= p.in[1];
+    const int d = int(r % p.in[0]); r /= p.in[0];
+    const int cb = int(r % p.cblocks); r /= p.cblocks;
+    const int g = int(r % p.groups);
+    const int64_t n = r / p.groups;
     const int64_t base = n * p.x_str[0] + d * p.x_str[2] + h * p.x_str[3];
     const int c0 = g * p.cig + cb * p.bk;  // the block's first channel
     const int cvalid = min(p.bk, p.cig - cb * p.bk);
@@ -761,58 +749,6 @@ __device__ __forceinline__ void store_position_channels(T* y, const float* stage
     if (nn < N)
       store_channels_of_position<T, 16>(y, staged, kEpiPitch, q, nn, m0, info, wbox, rows, cols,
                                         zero);
-  }
-}
-
-// Channel-major tiles stored straight from the accumulators (Params::epi_direct): lane
-// (g8, t4) of warp w holds channels 16 w + g8 and
-// 16 w + 8 + g8 of positions 8 pi + 2 t4 and 8 pi + 2 t4 + 1 (a[4 pi + 2 h + e]); it works
-// out each position pair's offsets once (stepping (row, column) by 8 columns per pi) and
-// stores both channels, one instruction per channel where the pair is adjacent and
-// aligned in y. No staging, no shared-memory round trip.
-template <typename T, int N>
-__device__ __forceinline__ void direct_epilogue(const float (&a)[N / 2], T* y,
-                                                const EpiInfo* info, int co_valid, int rows,
-                                                int cols, int64_t ys1, int wbox, int warp,
-                                                int g8, int t4, bool zero) {
-  const int m0 = 16 * warp + g8;
-  if (m0 >= co_valid) return;  // (then m0 + 8 too)
-  const bool ok1 = m0 + 8 < co_valid;
-  const float b0 = info->bias[m0], b1 = ok1 ? info->bias[m0 + 8] : 0.f;
-  T* const yc = y + int64_t(info->co0 + m0) * ys1;
-  const int64_t d8 = 8 * ys1;
-  const int64_t col_step = info->col_step;
-  int r = 0, c = 2 * t4;
-  while (c >= wbox) {
-    c -= wbox;
-    ++r;
-  }
-#pragma unroll
-  for (int pi = 0; pi < N / 8; ++pi) {
-    if (r < rows) {
-      int r1 = r, c1 = c + 1;
-      if (c1 == wbox) {
-        c1 = 0;
-        ++r1;
-      }
-      const bool v0 = c < cols, v1 = r1 < rows && c1 < cols;
-      if (v0 || v1) {
-        const int64_t o0 = v0 ? info->base[r] + c * col_step : 0;
-        const int64_t o1 = v1 ? info->base[r1] + c1 * col_step : 0;
-        const bool pair = v0 && v1 && o1 == o0 + 1 && ys1 % 2 == 0 &&
-                          reinterpret_cast<uintptr_t>(yc + o0) % (2 * sizeof(T)) == 0;
-        const float2 lo = zero ? make_float2(0.f, 0.f) : make_float2(a[4 * pi], a[4 * pi + 1]);
-        const float2 hi =
-            zero ? make_float2(0.f, 0.f) : make_float2(a[4 * pi + 2], a[4 * pi + 3]);
-        store_channel<T>(yc + o0, o1 - o0, lo, b0, pair, v0, v1);
-        if (ok1) store_channel<T>(yc + d8 + o0, o1 - o0, hi, b1, pair, v0, v1);
-      }
-    }
-    c += 8;
-    while (c >= wbox) {
-      c -= wbox;
-      ++r;
-    }
   }
 }
 
@@ -1687,10 +1623,10 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
           // batch's wgmma back to back, each with descriptors in registers of its own. (A
           // loop of single wgmma needs a fence per iteration, ptxas inserts one otherwise,
           // C7519, and a fence waits for the wgmma before it: serialized.)
-          // Each batch is a group of its own, and after issuing one the warps wait for the
-          // one before it (wait_group 1; Params::batch_wait, channel-major tiles) or, after
-          // the step's last batch, for all but that one (position-major tiles, whose
-          // batches are narrow): the batch just issued runs while the next is prepared,
+          // Each batch is a group of its own. Channel-major tiles wait for the batch before
+          // each one they issue (wait_group 1), position-major tiles (whose batches are
+          // narrow) only after the step's last batch, for all but that one (measured faster
+          // on each, docs/kernels.md): the batch just issued runs while the next is prepared,
           // across K steps too, and the previous stage is released at the first wait of
           // this one. (With one group per K step, ptxas closed a group at each batch's
           // fence all the same, and wait_group 1 at the step's end then waited for every
@@ -1698,30 +1634,23 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
           const int count = hcnt * cw * ksteps;
           int i = 0, jw = 0, ks = 0;
           uint32_t wt = wts;
-          // (Params::even_batches: the step's batches as even as they can be, e.g. 3 + 3
-          // for 6 MMA steps instead of 4 + 2.)
-          const int nb = p.even_batches ? (count + kBatch - 1) / kBatch : 0;
-          for (int it = 0, jb = 0; it < count; ++jb) {
-            const int left =
-                nb > 0 ? count / nb + (jb < count % nb ? 1 : 0) : min(kBatch, count - it);
+          for (int it = 0; it < count; it += kBatch) {
             uint64_t da[kBatch], db[kBatch];
 #pragma unroll
             for (int u = 0; u < kBatch; ++u) {
               const uint32_t shift = uint32_t((hcnt - 1 - i) * shift_h + (cw - 1 - jw) * doff_w);
               da[u] = wgmma_desc(wt);
               db[u] = desc_x(box + shift * row_bytes + 32 * ks, row_bytes);
-              if (u < left) {
-                wt += kCw * 32;
-                if (++ks == ksteps) {
-                  ks = 0;
-                  if (++jw == cw) {
-                    jw = 0;
-                    ++i;
-                  }
+              wt += kCw * 32;
+              if (++ks == ksteps) {
+                ks = 0;
+                if (++jw == cw) {
+                  jw = 0;
+                  ++i;
                 }
               }
             }
-            it += left;
+            const int left = count - it;
             wgmma_fence();
             if constexpr (WPH > 1) {
               if (wrw != 0) {
@@ -1736,7 +1665,7 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
                                                      dxs);
             }
             if constexpr (!kSplit) {
-              if (p.batch_wait || it >= count) {
+              if (!kPos || it + kBatch >= count) {
                 wgmma_wait<1>();  // the batches before this one are done
                 if (prev >= 0) {
                   mbar_arrive(empty0 + 8 * prev);  // the previous stage's MMAs are all done
@@ -1828,18 +1757,7 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
     } else if constexpr (!kPos) {
       // Epilogue: warp w owns channels 16w .. 16w + 15 (rows 16w + 8h + g of the
       // accumulators), stages them 64 positions at a time and stores each channel's
-      // positions two per lane (or, Params::epi_direct, stores them from the registers).
-      // (Not with split TF32: reading its sums there made ptxas serialize its wgmma, C7515.)
-      bool staged = true;
-      if constexpr (!kSplit) {
-        if (p.epi_direct) {
-          direct_epilogue<T, N>(acc[0], y, info, co_valid, rows, cols, ys1, p.wbox, warp, g8,
-                                t4, !has_mma);
-          __syncwarp();
-          staged = false;
-        }
-      }
-      if (staged)
+      // positions two per lane.
 #pragma unroll
       for (int pass = 0; pass < (N + 63) / 64; ++pass) {
 #pragma unroll
