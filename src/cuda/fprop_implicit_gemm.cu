@@ -1083,14 +1083,6 @@ bool wgmma_input_transposed_in_kernel(const ImplicitGemmFpropPlan& plan, const P
   return wgmma_input_in_place(p, x);
 }
 
-bool wgmma_cluster_pairs(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x) {
-  const char* mc = std::getenv("CONVT_WG_MC");
-  if (mc == nullptr || mc[0] != '1') return false;
-  return plan.wg && !plan.split && plan.wg_nc == 0 && !plan.wg_raw && plan.wg_fold <= 1 &&
-         !plan.wg_wmerge && !plan.wg_wpairs && !plan.wg_scatter &&
-         !wgmma_input_transposed_in_kernel(plan, p, x);
-}
-
 bool make_xp_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,
                         const TensorRef& x) {
   if (!wgmma_input_transposed_in_kernel(plan, p, x)) return false;
@@ -1269,9 +1261,6 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
       : !plan.wg_raw               ? ""
       : wgmma_input_in_place(p, x) ? ", input read in place (A from registers)"
                                     : ", input padded, then read in place (A from registers)",
-      wgmma_cluster_pairs(plan, wgmma_problem(plan, p), x)
-          ? ", weight tiles shared by cluster pairs"
-          : "",
       ", workspace ", plan.workspace_bytes, " B");
 }
 

@@ -149,12 +149,6 @@ bool wgmma_channels_last_in_place(const ImplicitGemmFpropPlan& plan, const Probl
 bool wgmma_input_transposed_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                       const TensorRef& x);
 
-// Whether the wgmma kernel of `plan` runs in cluster pairs that share each K step's weight
-// tiles (CONVT_WG_MC=1, being measured): channel-major tiles (not split TF32) read from the
-// copy or a channels_last input, W phases neither merged, paired nor scattered. p: the
-// problem as the kernel runs it (wgmma_problem).
-bool wgmma_cluster_pairs(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x);
-
 // Whether (and how) the implicit-GEMM kernel runs this canonical problem.
 ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptions& opt);
 

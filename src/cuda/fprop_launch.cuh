@@ -297,34 +297,6 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
   check_cuda(cudaGetLastError(), "implicit-GEMM (wgmma) forward launch");
 }
 
-// The wgmma kernel in cluster pairs (its kMc; channel-major tiles of N positions read from the
-// copy): two blocks a cluster, each copying half of every K step's weight tiles into both
-// (CONVT_WG_MC=1; see launch_fprop_wgmma). As many pairs as are resident at once.
-template <typename T, int N>
-void launch_wgmma_mc(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
-                     cudaStream_t stream, int device, int64_t pairs) {
-  static std::atomic<uint64_t> smem_set{0};
-  const auto kernel = wg::fprop_wgmma_kernel<T, N, false, 0, false, 1, 1, false, true>;
-  allow_smem(kernel, wg::kBlockSmem, device, smem_set);
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 2;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(2);
-  cfg.blockDim = dim3(wg::block_threads(false));
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  int clusters = 0;
-  check_cuda(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg),
-             "cudaOccupancyMaxActiveClusters");
-  cfg.gridDim = dim3(static_cast<unsigned>(2 * std::min<int64_t>(pairs, std::max(clusters, 1))));
-  check_cuda(cudaLaunchKernelEx(&cfg, kernel, map, fp), "implicit-GEMM (wgmma, pairs) forward launch");
-}
-
 }  // namespace fprop_detail
 
 // The wgmma kernel's position-major tiles (256 positions x nc channels), compiled in
@@ -674,20 +646,6 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     CONVT_CHECK(plan.wg_n == 128, "convt: split TF32 wgmma tile of ", plan.wg_n, " positions");
     launch_wgmma_n<T, 128, true>(fp, map, smem, opt.stream, device);
   } else {
-    // Cluster pairs sharing the weight tiles (wgmma_cluster_pairs; here x is not transposed
-    // in the kernel).
-    if (wgmma_cluster_pairs(plan, p, x)) {
-      const int64_t inner = int64_t(fp.col_segs) * fp.row_groups * fp.q[0] * fp.batch;
-      const int64_t pairs = int64_t(fp.groups) * fp.co_tiles * fp.phases * ((inner + 1) / 2);
-      switch (plan.wg_n) {
-        case 128: launch_wgmma_mc<T, 128>(fp, map, smem, opt.stream, device, pairs); return;
-        case 160: launch_wgmma_mc<T, 160>(fp, map, smem, opt.stream, device, pairs); return;
-        case 192: launch_wgmma_mc<T, 192>(fp, map, smem, opt.stream, device, pairs); return;
-        case 208: launch_wgmma_mc<T, 208>(fp, map, smem, opt.stream, device, pairs); return;
-        case 224: launch_wgmma_mc<T, 224>(fp, map, smem, opt.stream, device, pairs); return;
-        default: launch_wgmma_mc<T, 256>(fp, map, smem, opt.stream, device, pairs); return;
-      }
-    }
     switch (plan.wg_n) {
       case 128: launch_wgmma_n<T, 128, false>(fp, map, smem, opt.stream, device); break;
       case 160: launch_wgmma_n<T, 160, false>(fp, map, smem, opt.stream, device); break;

@@ -929,68 +929,6 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaPath,
                                           quick_mode() ? 3 : 1),
                          tma_case_name);
 
-// Cluster pairs sharing each K step's weight tiles (CONVT_WG_MC=1): every channel-major tile
-// read from the copy or a channels_last input (not split TF32; W phases neither merged,
-// paired nor scattered) runs in pairs, the rest as before; every other case (pairs whose
-// second tile has no outputs: odd tile counts, phases without rows), every precision,
-// against the float64 oracle.
-bool expects_cluster_pairs(bool split, const std::string& what) {
-  for (const char* other : {"W phases merged", "W phase pairs", "scattered", "folded",
-                            "transposed in the kernel", "A from registers"})
-    if (what.find(other) != std::string::npos) return false;
-  return !split && what.find("wgmma persistent, tile 64 channels") != std::string::npos;
-}
-
-class CudaWgmmaClusterPairs : public ::testing::TestWithParam<int> {};
-
-TEST_P(CudaWgmmaClusterPairs, MatchesFloat64Oracle) {
-  const std::string reason = wgmma_unavailable_reason();
-  if (!reason.empty()) GTEST_SKIP() << reason;
-  const ScopedEnv env("CONVT_WG_MC", "1");
-  const Case& c = wgmma_case_list()[static_cast<size_t>(GetParam())];
-  check_wgmma_case(c, 32452843u * uint64_t(GetParam()) + 7,
-                   [](const Precision& precision, bool split, const std::string& what) {
-                     EXPECT_EQ(what.find("shared by cluster pairs") != std::string::npos,
-                               expects_cluster_pairs(split, what))
-                         << precision.name << ": " << what;
-                   });
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaClusterPairs,
-                         ::testing::Range(0, static_cast<int>(wgmma_case_list().size()),
-                                          quick_mode() ? 6 : 2),
-                         tma_case_name);
-
-// The cases above give the pairs enough to do: channel-major tiles in each precision.
-TEST(CudaWgmmaClusterPairsCover, ChannelMajorTilesInEveryPrecision) {
-  const std::string reason = wgmma_unavailable_reason();
-  if (!reason.empty()) GTEST_SKIP() << reason;
-  const ScopedEnv env("CONVT_WG_MC", "1");
-  for (const Precision& precision : kPrecisions) {
-    if (precision.dtype == DType::kFloat64) continue;
-    const bool split = precision.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32;
-    int paired = 0;
-    for (size_t i = 0; i < wgmma_case_list().size(); i += 2) {
-      const Case& c = wgmma_case_list()[i];
-      Problem p = c.problem;
-      p.dtype = precision.dtype;
-      ExecOptions opt;
-      opt.math = precision.math;
-      opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
-      HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, c.layout);
-      DeviceTensor gx(x, nullptr);
-      if (convt::describe_forward(p, gx.ref, opt).find("shared by cluster pairs") !=
-          std::string::npos)
-        ++paired;
-    }
-    if (split) {
-      EXPECT_EQ(paired, 0) << precision.name;
-    } else {
-      EXPECT_GE(paired, 4) << precision.name;
-    }
-  }
-}
-
 // The wgmma kernel's other tiles, asked for with CONVT_WG_NC on every other case: 64
 // channels x N positions where the planner would take a position-major tile (groups of at
 // most 32 output channels), and position-major tiles of 8 channels (several channel tiles

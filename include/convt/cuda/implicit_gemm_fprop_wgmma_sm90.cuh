@@ -1119,57 +1119,6 @@ __device__ __forceinline__ void mbar_arrive_count(uint32_t bar, uint32_t count) 
                : "memory");
 }
 
-// Cluster pairs (the kernel's kMc): the block's rank in its cluster of two, a barrier of
-// every thread of both blocks, an arrival on the barrier at the same offset in the other
-// block's shared memory (where pred holds), and a copy of global memory into both blocks'
-// shared memory at dst, completing on the barrier at bar in each.
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-
-__device__ __forceinline__ void cluster_sync_all() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive_peer(uint32_t bar, uint32_t peer, bool pred) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      ".reg .b32 ra;\n"
-      "setp.ne.u32 p, %2, 0;\n"
-      "mapa.shared::cluster.u32 ra, %0, %1;\n"
-      "@p mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n"
-      "}\n" ::"r"(bar),
-      "r"(peer), "r"(uint32_t(pred))
-      : "memory");
-}
-
-__device__ __forceinline__ void bulk_load_pair(uint32_t dst, const void* src, uint32_t bytes,
-                                               uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
-      "[%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
-      "l"(src), "r"(bytes), "r"(bar), "h"(uint16_t(3))
-      : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  }
-}
-
 // Orders this thread's shared-memory writes before later reads by the async proxy (wgmma).
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -1320,7 +1269,7 @@ __device__ __forceinline__ void xp_transpose_piece_f32(uint32_t piece, uint32_t 
 // kXp (16-bit types or TF32, not kSplit or kRaw): the input transposed in the kernel (see the
 // top of this file); map is then the raw tensor map over x, and warp 5 transposes.
 template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1,
-          int WPH = 1, bool kXp = false, bool kMc = false>
+          int WPH = 1, bool kXp = false>
 __global__ void __launch_bounds__(block_threads(kXp), 2)
     fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
   static_assert(!kXp || (!kSplit && !kRaw),
@@ -1334,8 +1283,6 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
                 "position-major tiles: m64 blocks of positions, at most 64 channels");
   static_assert(FOLD == 1 || (NC > 0 && !kSplit && !kRaw && NC * FOLD <= 256),
                 "W taps fold into position-major tiles' N, at most 256 columns");
-  static_assert(!kMc || (NC == 0 && !kSplit && !kRaw && FOLD == 1 && WPH == 1 && !kXp),
-                "cluster pairs: channel-major tiles read from the copy");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace tma;
   constexpr int kc = Kc<T>::value;
@@ -1373,9 +1320,7 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
     for (int s = 0; s < p.stages; ++s) {
       // (kXp: the producer's arrival with the weight tiles' bytes, and the transposer's 32.)
       mbar_init(full0 + 8 * s, kXp ? 33 : 1);
-      // Every consumer thread releases (racecheck sees it); kMc: and each warp of the other
-      // block of the pair, whose stage this block's weight copies also fill.
-      mbar_init(empty0 + 8 * s, kMc ? 128 + 4 : 128);
+      mbar_init(empty0 + 8 * s, 128);  // every consumer thread releases (racecheck sees it)
     }
     if constexpr (kXp) {
       for (int s = 0; s < p.xp_pieces; ++s) {
@@ -1386,9 +1331,6 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-  // kMc: the pair's barriers are initialized before either block arrives on the other's.
-  const uint32_t peer = kMc ? cluster_rank() ^ 1u : 0u;
-  if constexpr (kMc) cluster_sync_all();
 
   if (kXp && warp == 5) {
     // ---------------------------------------------------------------- transposer
@@ -1436,76 +1378,30 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
 
   if (warp == 4) {
     // ---------------------------------------------------------------- producer
-    if (lane != 0) {
-      if constexpr (kMc) cluster_sync_all();  // (every thread of the pair takes the last one)
-      return;
-    }
+    if (lane != 0) return;
     int stage = 0;
     uint32_t parity = 0;
     // Weight tiles per H tap of a K step: one per W tap, or one with the W taps folded.
     const int tmax_hw = p.tmax[1] * (kFold ? 1 : p.tmax[2]);
     // The next tile's index is asked for one tile ahead (an atomic's round trip is long),
     // and a phase's taps are recomputed only when the phase changes.
-    int next = kMc ? 0 : atomicAdd(p.counter, 1);
-    // kMc: the pair's blocks take pairs of tiles of one (group, channel tile, phase), whose K
-    // steps have the same weight tiles, statically (pair blockIdx.x / 2, then every
-    // gridDim.x / 2th); each copies half of a step's weight tiles into both blocks. Where
-    // one tile of a pair has no outputs, its block runs the other's steps without MMAs,
-    // storing nothing, so that the two stay in step.
-    const int mc_inner = p.col_segs * p.row_groups * p.q[0] * p.batch;
-    const int mc_half = (mc_inner + 1) / 2;
-    const int mc_pairs = p.groups * p.co_tiles * p.phases * mc_half;
-    int mc_pair = int(blockIdx.x / 2);
+    int next = atomicAdd(p.counter, 1);
     int last_ph = -1;
     int xs = 0;  // kXp: the next raw slot and its parity
     uint32_t xpar = 0;
     PhaseTaps td{}, th{}, tw{};
     for (;;) {
-      int cot, ph, cs, rg, qd, n, g;
-      bool dummy = false;  // kMc: this block's tile of the pair has no outputs
-      if constexpr (kMc) {
-        if (mc_pair >= mc_pairs) break;
-        int r = mc_pair;
-        mc_pair += int(gridDim.x / 2);
-        const int j = r % mc_half; r /= mc_half;
-        cot = r % p.co_tiles; r /= p.co_tiles;
-        ph = r % p.phases;
-        g = r / p.phases;
-        // (Not merged, not scattered: the phase is one W phase.)
-        const int rw = ph % p.stride[2], phdh = ph / p.stride[2];
-        const int rh = phdh % p.stride[1], rd = phdh / p.stride[1];
-        // (Each block's tile and the other's, in scalars: no local-memory arrays.)
-        const int me = int(peer ^ 1u);
-        const int i_me = 2 * j + me, i_other = 2 * j + (1 - me);
-        auto live = [&](int i) {
-          if (i >= mc_inner) return false;
-          const int tc = i % p.col_segs; i /= p.col_segs;
-          const int tr = i % p.row_groups; i /= p.row_groups;
-          return i % p.q[0] < phase_extent(p.out[0], p.stride[0], rd) &&
-                 phase_extent(p.out[1], p.stride[1], rh) > tr * p.rows &&
-                 phase_extent(p.out[2], p.stride[2], rw) > tc * p.wv;
-        };
-        const bool live_me = live(i_me), live_other = live(i_other);
-        if (!live_me && !live_other) continue;
-        dummy = !live_me;
-        int i = dummy ? i_other : i_me;
-        cs = i % p.col_segs; i /= p.col_segs;
-        rg = i % p.row_groups; i /= p.row_groups;
-        qd = i % p.q[0];
-        n = i / p.q[0];
-      } else {
-        const int t = next;
-        if (t >= p.tiles) break;
-        next = atomicAdd(p.counter, 1);
-        int r = t;
-        cot = r % p.co_tiles; r /= p.co_tiles;
-        ph = r % p.phases; r /= p.phases;
-        cs = r % p.col_segs; r /= p.col_segs;
-        rg = r % p.row_groups; r /= p.row_groups;
-        qd = r % p.q[0]; r /= p.q[0];
-        n = r % p.batch;
-        g = r / p.batch;
-      }
+      const int t = next;
+      if (t >= p.tiles) break;
+      next = atomicAdd(p.counter, 1);
+      int r = t;
+      const int cot = r % p.co_tiles; r /= p.co_tiles;
+      const int ph = r % p.phases; r /= p.phases;
+      const int cs = r % p.col_segs; r /= p.col_segs;
+      const int rg = r % p.row_groups; r /= p.row_groups;
+      const int qd = r % p.q[0]; r /= p.q[0];
+      const int n = r % p.batch;
+      const int g = r / p.batch;
       // (W phases merged: ph counts the D and H phases, and the tile runs every W phase of
       // its segment in turn; else ph counts every phase and the tile runs one. phf: the
       // phase's index among all of them, as the packed weight counts them.)
@@ -1543,16 +1439,11 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
         const int ngc0 = (n * p.groups + g) * p.cblocks;
         int jd = 0, hbi = 0, cb = 0;
         for (int s = 0; s < steps; ++s) {
-          if constexpr (kMc) {
-            mbar_wait_cluster(empty0 + 8 * stage, parity ^ 1);  // (the other block's too)
-          } else {
-            mbar_wait(empty0 + 8 * stage, parity ^ 1);
-          }
+          mbar_wait(empty0 + 8 * stage, parity ^ 1);
           unsigned char* st = stages + size_t(stage) * p.stage_bytes;
           StageHeader* hd = reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes);
           const uint32_t full = full0 + 8 * stage;
-          int flags = (s == 0 ? kFirst : 0) | (s == steps - 1 ? kLast : 0) |
-                      (mma && !dummy ? 0 : kNoMma) |
+          int flags = (s == 0 ? kFirst : 0) | (s == steps - 1 ? kLast : 0) | (mma ? 0 : kNoMma) |
                       (p.wm && rw == rw0 + nw - 1 && s == steps - 1 ? kTileEnd : 0);
           hd->flags = flags;
           hd->steps = steps;
@@ -1560,8 +1451,8 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
           if (flags & kLast) {
             hd->co0 = g * p.cog + cot * p.cw;
             hd->co_valid = min(p.cw, p.cog - cot * p.cw);
-            hd->rows = dummy ? 0 : rows;
-            hd->cols = dummy ? 0 : max(cols, 0);
+            hd->rows = rows;
+            hd->cols = max(cols, 0);
             // (Merged: base[] at the tile's first output column, its columns adjacent.)
             hd->col_step = int64_t(p.wm ? 1 : sw) * p.y_str[4];
             const int64_t b0 = int64_t(n) * p.y_str[0] +
@@ -1585,9 +1476,8 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
             hd->doff_w = tw.doff;
             const uint32_t wbytes = uint32_t(hcnt * wtiles) * p.tile_bytes;
             // (kXp: the box comes from the transposer, only the weight tiles by copy.)
-            mbar_arrive_expect_tx(full, kXp   ? wbytes
-                                        : kMc ? (dummy ? 0u : uint32_t(p.box_bytes)) + wbytes
-                                              : (uint32_t(p.box_bytes) + wbytes) * (kSplit ? 2u : 1u));
+            mbar_arrive_expect_tx(full, kXp ? wbytes
+                                            : (uint32_t(p.box_bytes) + wbytes) * (kSplit ? 2u : 1u));
             const int w0 = p.sc ? qw0 + p.sc_clo : qw0 + tw.off0 - (tw.count - 1) * tw.doff;
             const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
             const int d0 = qd + td.off0 - jd * td.doff;
@@ -1619,7 +1509,7 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
               const int w0a = w0 & ~3;  // 16 bytes of floats (rounds negative columns down too)
               hd->wsh = w0 - w0a;
               tma_load_5d(box, &map, full, w0a, h0, d0, cb * p.bk, n * p.groups + g);
-            } else if (!dummy) {
+            } else {
               if (p.cl_chunks) {
                 const int j = ngc0 + cb;
                 tma_load_5d(box, &map, full, 0, w0, h0, j % p.cl_chunks, j / p.cl_chunks);
@@ -1630,15 +1520,7 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
             const int64_t wt = ((wtile0 + int64_t(jd) * p.cblocks + cb) * tmax_hw +
                                 int64_t(jh0) * wtiles) * p.tile_bytes;
             const unsigned char* wp = static_cast<const unsigned char*>(p.wp);
-            if constexpr (kMc) {
-              // Rank 0 the first half (whole 16-byte units), rank 1 the rest, into both blocks.
-              const uint32_t half = (wbytes / 2 + 15) & ~15u;
-              const uint32_t off = peer == 0 ? half : 0u;
-              const uint32_t len = peer == 0 ? wbytes - half : half;
-              if (len > 0) bulk_load_pair(box + p.w_off + off, wp + wt + off, len, full);
-            } else {
-              bulk_load(box + p.w_off, wp + wt, wbytes, full);
-            }
+            bulk_load(box + p.w_off, wp + wt, wbytes, full);
             if constexpr (kSplit) {
               tma_load_5d(box + p.xs_off, &map, full, 0, w0, h0, d0, p.split_ngc + ngc0 + cb);
               bulk_load(box + p.ws_off, wp + p.w_small + wt, wbytes, full);
@@ -1660,11 +1542,7 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
         }
       }  // W phases
     }
-    if constexpr (kMc) {
-      mbar_wait_cluster(empty0 + 8 * stage, parity ^ 1);
-    } else {
-      mbar_wait(empty0 + 8 * stage, parity ^ 1);
-    }
+    mbar_wait(empty0 + 8 * stage, parity ^ 1);
     reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes)->flags = kEnd;
     mbar_arrive_count(full0 + 8 * stage, kXp ? 33 : 1);
     if constexpr (kXp) {
@@ -1672,8 +1550,6 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
       xhdr[xs].stage = -1;  // the transposer's end
       mbar_arrive(xfull0 + 8 * xs);
     }
-    // kMc: neither block leaves while the other may still arrive on its barriers.
-    if constexpr (kMc) cluster_sync_all();
     return;
   }
 
@@ -1793,7 +1669,6 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
                 wgmma_wait<1>();  // the batches before this one are done
                 if (prev >= 0) {
                   mbar_arrive(empty0 + 8 * prev);  // the previous stage's MMAs are all done
-                  if constexpr (kMc) mbar_arrive_peer(empty0 + 8 * prev, peer, lane == 0);
                   prev = -1;
                 }
               }
@@ -1816,7 +1691,6 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
         // last batch.
         if constexpr (!kSplit) wgmma_wait<1>();  // the previous K step's MMAs are done
         mbar_arrive(empty0 + 8 * prev);  // release its stage
-        if constexpr (kMc) mbar_arrive_peer(empty0 + 8 * prev, peer, lane == 0);
       }
       prev = stage;
       if (++stage == p.stages) {
@@ -1868,7 +1742,6 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
     }
     named_sync_consumers();  // every read of the header is done: release its stage
     mbar_arrive(empty0 + 8 * prev);
-    if constexpr (kMc) mbar_arrive_peer(empty0 + 8 * prev, peer, lane == 0);
     const int co_valid = info->co_valid, rows = info->rows, cols = info->cols;
     const int64_t ys1 = p.y_str[1];
     if constexpr (WPH > 1) {
@@ -2056,7 +1929,6 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
       __syncwarp();
     }
   }
-  if constexpr (kMc) cluster_sync_all();
 #endif
 }
 
