@@ -663,6 +663,24 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   plan.wg_used = best_used;
   for (int d = 0; d < 3; ++d) plan.wg_tmax[d] = int(tmax[d]);
   plan.wg_cblocks = int((cig + plan.wg_bk - 1) / plan.wg_bk);
+  // CONVT_WG_STAGE_ALIGN=1 (being measured): as many stages as divide a tile's K steps (the
+  // widest phase's D taps x H blocks x channel blocks, times the W phases a merged tile
+  // runs), at least two, so that every tile's K step k takes the stage the previous tile's
+  // took and, with Params::w_reuse, keeps its weight tiles. Not with the input transposed
+  // in the kernel (its ring takes what the stages leave).
+  {
+    const char* align_s = std::getenv("CONVT_WG_STAGE_ALIGN");
+    if (align_s != nullptr && align_s[0] == '1' && !plan.wg_xp) {
+      const int64_t steps = tmax[0] * ((tmax[1] + plan.wg_hb - 1) / plan.wg_hb) *
+                            plan.wg_cblocks * (wmerge || wpairs ? p.stride[2] : 1);
+      for (int st = plan.wg_stages; st >= 2; --st) {
+        if (steps % st == 0) {
+          plan.wg_stages = st;
+          break;
+        }
+      }
+    }
+  }
   const int64_t co_tiles = (cog + cw - 1) / cw;
   // (Scattered W taps: one W phase; merged W phases: a tile runs them all.)
   const int64_t phases =

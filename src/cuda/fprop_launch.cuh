@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 
 #include "convt/cuda/implicit_gemm_fprop_halo_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_sm80.cuh"
@@ -601,6 +602,12 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.xp_pieces = plan.wg_xp_pieces;
   fp.xp_rows = plan.wg_xp_rows;
   fp.xp_piece_bytes = plan.wg_xp_piece_bytes;
+  {
+    // K steps keep the weight tiles their stage still holds (Params::w_reuse;
+    // CONVT_WG_WREUSE=1, being measured).
+    const char* wr = std::getenv("CONVT_WG_WREUSE");
+    fp.w_reuse = wr != nullptr && wr[0] == '1' ? 1 : 0;
+  }
   const std::size_t smem = wgmma_shared_bytes(plan);
   if (xp) {
     if constexpr (!kSplit) {

@@ -929,6 +929,50 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaPath,
                                           quick_mode() ? 3 : 1),
                          tma_case_name);
 
+// K steps keeping the weight tiles their stage still holds (CONVT_WG_WREUSE=1), with the
+// stages a divisor of a tile's K steps (CONVT_WG_STAGE_ALIGN=1), so that each block's next
+// tile of the same channel tile and phase finds its weights in place: every other wgmma case
+// and three with several tiles a block (3-D taps, two channel tiles, 1-D rows of many
+// segments), every precision, against the float64 oracle.
+const std::vector<Case>& weight_reuse_case_list() {
+  static const std::vector<Case> all = [] {
+    std::vector<Case> v;
+    for (size_t i = 0; i < wgmma_case_list().size(); i += 2) v.push_back(wgmma_case_list()[i]);
+    v.push_back({make_problem(3, 6, 16, 32, 1, {12, 20, 40}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1},
+                              {0, 0, 0}, {1, 1, 1}, true),
+                 Layout::kContiguous});
+    v.push_back({make_problem(1, 4, 32, 128, 1, {20000, 1, 1}, {3, 1, 1}, {1, 1, 1},
+                              {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, true),
+                 Layout::kContiguous});
+    v.push_back({make_problem(2, 4, 48, 64, 1, {30, 260, 1}, {3, 5, 1}, {1, 1, 1}, {1, 2, 0},
+                              {0, 0, 0}, {1, 1, 1}, false),
+                 Layout::kChannelsLast});
+    return v;
+  }();
+  return all;
+}
+
+class CudaWgmmaWeightReuse : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaWeightReuse, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const ScopedEnv reuse("CONVT_WG_WREUSE", "1");
+  const ScopedEnv align("CONVT_WG_STAGE_ALIGN", "1");
+  const Case& c = weight_reuse_case_list()[static_cast<size_t>(GetParam())];
+  check_wgmma_case(c, 49979687u * uint64_t(GetParam()) + 11,
+                   [](const Precision& precision, bool split, const std::string& what) {
+                     EXPECT_NE(what.find(split ? "3xTF32" : "wgmma persistent"),
+                               std::string::npos)
+                         << precision.name << ": " << what;
+                   });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaWeightReuse,
+                         ::testing::Range(0, static_cast<int>(weight_reuse_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         tma_case_name);
+
 // The wgmma kernel's other tiles, asked for with CONVT_WG_NC on every other case: 64
 // channels x N positions where the planner would take a position-major tile (groups of at
 // most 32 output channels), and position-major tiles of 8 channels (several channel tiles

@@ -797,6 +797,57 @@ TEST(CudaPlanner, InputReadInPlaceStaysWithinItsStage) {
   EXPECT_GT(conflict_free * 2, plans);
 }
 
+// CONVT_WG_STAGE_ALIGN=1: wgmma plans that copy the input (or read it in place) take the
+// most stages, at least two, that divide a tile's K steps (the widest phase's D taps x H
+// blocks x channel blocks, x the W phases of a merged tile), never more than without it,
+// and otherwise plan the same; where no such count exists, the stages stay.
+TEST(CudaPlanner, StageAlignGivesTilesStagesThatDivideTheirSteps) {
+  std::vector<Plan> before;
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma,
+                       [&](const Problem&, MathMode, const Plan& plan) { before.push_back(plan); });
+  setenv("CONVT_WG_STAGE_ALIGN", "1", 1);
+  size_t i = 0;
+  int aligned = 0, fewer = 0;
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
+                                                             const Plan& plan) {
+    ASSERT_LT(i, before.size());
+    const Plan& b = before[i++];
+    EXPECT_EQ(plan.usable, b.usable);
+    EXPECT_EQ(plan.wg, b.wg);
+    if (!plan.usable || !plan.wg) return;
+    EXPECT_EQ(plan.wg_n, b.wg_n);
+    EXPECT_EQ(plan.wg_nc, b.wg_nc);
+    EXPECT_EQ(plan.wg_bk, b.wg_bk);
+    EXPECT_EQ(plan.wg_hb, b.wg_hb);
+    EXPECT_EQ(plan.wg_xp, b.wg_xp);
+    EXPECT_EQ(plan.wg_stage_bytes, b.wg_stage_bytes);
+    EXPECT_LE(plan.wg_stages, b.wg_stages);
+    if (plan.wg_xp) {
+      EXPECT_EQ(plan.wg_stages, b.wg_stages) << p.to_string();
+      return;
+    }
+    const int64_t steps = int64_t(plan.wg_tmax[0]) *
+                          ((plan.wg_tmax[1] + plan.wg_hb - 1) / plan.wg_hb) * plan.wg_cblocks *
+                          (plan.wg_wmerge || plan.wg_wpairs ? p.stride[2] : 1);
+    bool divisor = false;
+    for (int st = 2; st <= b.wg_stages; ++st) divisor = divisor || steps % st == 0;
+    if (divisor) {
+      EXPECT_GE(plan.wg_stages, 2) << p.to_string();
+      EXPECT_EQ(steps % plan.wg_stages, 0) << p.to_string() << ": " << steps << " steps";
+      for (int st = plan.wg_stages + 1; st <= b.wg_stages; ++st)
+        EXPECT_NE(steps % st, 0) << p.to_string() << ": " << st << " of " << steps;
+      ++aligned;
+      if (plan.wg_stages < b.wg_stages) ++fewer;
+    } else {
+      EXPECT_EQ(plan.wg_stages, b.wg_stages) << p.to_string();
+    }
+  });
+  unsetenv("CONVT_WG_STAGE_ALIGN");
+  EXPECT_EQ(i, before.size());
+  EXPECT_GT(aligned, 50);
+  EXPECT_GT(fewer, 5);
+}
+
 // A channels_last input is read in place (no copy) only where its layout is the copy's: 16-bit
 // elements (float32 needs the copy's TF32 rounding), a 1-D or 2-D problem (the tensor map has
 // no dimension to spare for D), no zeros inserted along W, every group's channels a whole

@@ -217,6 +217,9 @@ struct StageHeader {
   int wm_rw, wm_ocols;
   int64_t col_step;
   int64_t base[kMaxRows];
+  // The producer's own record (Params::w_reuse): the weight tiles the stage holds, as the
+  // packed weight's byte offset (-1: none yet) and length.
+  int64_t w_src, w_len;
 };
 static_assert(sizeof(StageHeader) <= kHeaderBytes, "header fits its slot");
 
@@ -279,6 +282,10 @@ struct Params {
   // The input transposed in the kernel (kXp): pieces per box row (xp_chunks(wbox)), the
   // ring's pieces, rows per piece and a piece's bytes (kXpCols x bk x rows elements).
   int xp_chunks, xp_pieces, xp_rows, xp_piece_bytes;
+  // 1: a K step whose stage still holds its weight tiles (the stage's last K step copied the
+  // same ones: the next tile's same step, where the tile's K steps are a multiple of the
+  // stages and both tiles have one group, channel tile and phase) does not copy them again.
+  int w_reuse;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -1321,6 +1328,7 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
       // (kXp: the producer's arrival with the weight tiles' bytes, and the transposer's 32.)
       mbar_init(full0 + 8 * s, kXp ? 33 : 1);
       mbar_init(empty0 + 8 * s, 128);  // every consumer thread releases (racecheck sees it)
+      reinterpret_cast<StageHeader*>(headers + s * kHeaderBytes)->w_src = -1;
     }
     if constexpr (kXp) {
       for (int s = 0; s < p.xp_pieces; ++s) {
@@ -1475,9 +1483,16 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
             hd->shift_h = th.doff * p.wbox;
             hd->doff_w = tw.doff;
             const uint32_t wbytes = uint32_t(hcnt * wtiles) * p.tile_bytes;
+            const int64_t wt = ((wtile0 + int64_t(jd) * p.cblocks + cb) * tmax_hw +
+                                int64_t(jh0) * wtiles) * p.tile_bytes;
+            // (Params::w_reuse: the stage's weight tiles are the ones this step needs.)
+            const bool w_kept = p.w_reuse && hd->w_src == wt && hd->w_len == int64_t(wbytes);
+            hd->w_src = wt;
+            hd->w_len = wbytes;
+            const uint32_t wcopy = w_kept ? 0u : wbytes;
             // (kXp: the box comes from the transposer, only the weight tiles by copy.)
-            mbar_arrive_expect_tx(full, kXp ? wbytes
-                                            : (uint32_t(p.box_bytes) + wbytes) * (kSplit ? 2u : 1u));
+            mbar_arrive_expect_tx(full, kXp ? wcopy
+                                            : (uint32_t(p.box_bytes) + wcopy) * (kSplit ? 2u : 1u));
             const int w0 = p.sc ? qw0 + p.sc_clo : qw0 + tw.off0 - (tw.count - 1) * tw.doff;
             const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
             const int d0 = qd + td.off0 - jd * td.doff;
@@ -1517,13 +1532,11 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
                 tma_load_5d(box, &map, full, 0, w0, h0, d0, ngc0 + cb);
               }
             }
-            const int64_t wt = ((wtile0 + int64_t(jd) * p.cblocks + cb) * tmax_hw +
-                                int64_t(jh0) * wtiles) * p.tile_bytes;
             const unsigned char* wp = static_cast<const unsigned char*>(p.wp);
-            bulk_load(box + p.w_off, wp + wt, wbytes, full);
+            if (!w_kept) bulk_load(box + p.w_off, wp + wt, wbytes, full);
             if constexpr (kSplit) {
               tma_load_5d(box + p.xs_off, &map, full, 0, w0, h0, d0, p.split_ngc + ngc0 + cb);
-              bulk_load(box + p.ws_off, wp + p.w_small + wt, wbytes, full);
+              if (!w_kept) bulk_load(box + p.ws_off, wp + p.w_small + wt, wbytes, full);
             }
             if (++cb == p.cblocks) {
               cb = 0;
