@@ -727,18 +727,18 @@ void check_wgmma_case(const Case& c, uint64_t seed, Expect expect) {
   }
 }
 
+// What check_wgmma_case expects by default: the wgmma kernel, or in strict float32 split
+// TF32 (split TF32 doubles a stage: where two no longer fit, the TMA kernel's split runs).
+void expect_wgmma_kernel(const Precision& precision, bool split, const std::string& what) {
+  EXPECT_NE(what.find(split ? "3xTF32" : "wgmma persistent"), std::string::npos)
+      << precision.name << ": " << what;
+}
+
 TEST_P(CudaWgmmaPath, MatchesFloat64Oracle) {
   const std::string reason = wgmma_unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << reason;
   const Case& c = wgmma_case_list()[static_cast<size_t>(GetParam())];
-  check_wgmma_case(c, 15485863u * uint64_t(GetParam()) + 5,
-                   [](const Precision& precision, bool split, const std::string& what) {
-                     // (Split TF32 doubles a stage: where two no longer fit, the TMA
-                     // kernel's split runs.)
-                     EXPECT_NE(what.find(split ? "3xTF32" : "wgmma persistent"),
-                               std::string::npos)
-                         << precision.name << ": " << what;
-                   });
+  check_wgmma_case(c, 15485863u * uint64_t(GetParam()) + 5, expect_wgmma_kernel);
 }
 
 // channels_last inputs of 1-D and 2-D problems in 16-bit types: the wgmma kernel reads them
@@ -960,12 +960,7 @@ TEST_P(CudaWgmmaWeightReuse, MatchesFloat64Oracle) {
   const ScopedEnv reuse("CONVT_WG_WREUSE", "1");
   const ScopedEnv align("CONVT_WG_STAGE_ALIGN", "1");
   const Case& c = weight_reuse_case_list()[static_cast<size_t>(GetParam())];
-  check_wgmma_case(c, 49979687u * uint64_t(GetParam()) + 11,
-                   [](const Precision& precision, bool split, const std::string& what) {
-                     EXPECT_NE(what.find(split ? "3xTF32" : "wgmma persistent"),
-                               std::string::npos)
-                         << precision.name << ": " << what;
-                   });
+  check_wgmma_case(c, 49979687u * uint64_t(GetParam()) + 11, expect_wgmma_kernel);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaWeightReuse,
