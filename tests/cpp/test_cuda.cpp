@@ -931,9 +931,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaPath,
 
 // K steps keeping the weight tiles their stage still holds (CONVT_WG_WREUSE=1), with the
 // stages a divisor of a tile's K steps (CONVT_WG_STAGE_ALIGN=1), so that each block's next
-// tile of the same channel tile and phase finds its weights in place: every other wgmma case
-// and three with several tiles a block (3-D taps, two channel tiles, 1-D rows of many
-// segments), every precision, against the float64 oracle.
+// tile of the same channel tile and phase finds its weights in place, with single tiles and
+// with runs of tiles (CONVT_WG_RUN): every other wgmma case and three with several tiles a
+// block (3-D taps, two channel tiles, 1-D rows of many segments), every precision, against
+// the float64 oracle.
 const std::vector<Case>& weight_reuse_case_list() {
   static const std::vector<Case> all = [] {
     std::vector<Case> v;
@@ -960,7 +961,14 @@ TEST_P(CudaWgmmaWeightReuse, MatchesFloat64Oracle) {
   const ScopedEnv reuse("CONVT_WG_WREUSE", "1");
   const ScopedEnv align("CONVT_WG_STAGE_ALIGN", "1");
   const Case& c = weight_reuse_case_list()[static_cast<size_t>(GetParam())];
-  check_wgmma_case(c, 49979687u * uint64_t(GetParam()) + 11, expect_wgmma_kernel);
+  // Single tiles from the counter, then runs of 3 tiles of positions x every channel tile
+  // (CONVT_WG_RUN=3: partial last runs, a block's consecutive tiles of one channel tile).
+  for (const char* run : {"0", "3"}) {
+    SCOPED_TRACE(std::string("CONVT_WG_RUN=") + run);
+    const ScopedEnv runs("CONVT_WG_RUN", run);
+    check_wgmma_case(c, 49979687u * uint64_t(GetParam()) + 11 + (run[0] - '0'),
+                     expect_wgmma_kernel);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaWeightReuse,

@@ -286,6 +286,12 @@ struct Params {
   // same ones: the next tile's same step, where the tile's K steps are a multiple of the
   // stages and both tiles have one group, channel tile and phase) does not copy them again.
   int w_reuse;
+  // > 0: the counter hands out runs of `run` consecutive tiles of positions (phase, column
+  // segment, row group, ... as a tile's index orders them) x every channel tile, and a block
+  // runs a run's tiles channel tile by channel tile (so that its consecutive tiles share
+  // their weight tiles); `tiles` then counts the runs, `pos_tiles` the tiles of positions
+  // (tiles / co_tiles). 0: the counter hands out single tiles.
+  int run, pos_tiles;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -1398,12 +1404,29 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
     int xs = 0;  // kXp: the next raw slot and its parity
     uint32_t xpar = 0;
     PhaseTaps td{}, th{}, tw{};
+    int run_u = 0, run_w = 0;  // Params::run: the run this block takes, and its next tile
+    bool in_run = false;
     for (;;) {
-      const int t = next;
-      if (t >= p.tiles) break;
-      next = atomicAdd(p.counter, 1);
-      int r = t;
-      const int cot = r % p.co_tiles; r /= p.co_tiles;
+      int cot, r;
+      if (p.run > 0) {
+        if (!in_run) {
+          run_u = next;
+          if (run_u >= p.tiles) break;
+          next = atomicAdd(p.counter, 1);
+          run_w = 0;
+          in_run = true;
+        }
+        cot = run_w / p.run;
+        r = run_u * p.run + run_w % p.run;
+        if (++run_w == p.run * p.co_tiles) in_run = false;
+        if (r >= p.pos_tiles) continue;  // (the last run's missing tiles)
+      } else {
+        const int t = next;
+        if (t >= p.tiles) break;
+        next = atomicAdd(p.counter, 1);
+        cot = t % p.co_tiles;
+        r = t / p.co_tiles;
+      }
       const int ph = r % p.phases; r /= p.phases;
       const int cs = r % p.col_segs; r /= p.col_segs;
       const int rg = r % p.row_groups; r /= p.row_groups;
