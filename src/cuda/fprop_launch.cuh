@@ -589,13 +589,13 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.col_segs = int((q[2] + plan.wg_wv - 1) / plan.wg_wv);
   fp.tiles = int(plan.wg_tiles);
   {
-    // Runs of tiles, every channel tile of a run by one block (Params::run; CONVT_WG_RUN=R,
-    // R tiles of positions a run, being measured).
+    // Runs of tiles, every phase and channel tile of a run's places by one block
+    // (Params::run; CONVT_WG_RUN=R, R places a run, being measured).
     const char* run_s = std::getenv("CONVT_WG_RUN");
     const int run = run_s != nullptr ? std::atoi(run_s) : 0;
     if (run > 0) {
       fp.run = run;
-      fp.pos_tiles = fp.tiles / fp.co_tiles;
+      fp.pos_tiles = fp.tiles / (fp.co_tiles * fp.phases);
       fp.tiles = (fp.pos_tiles + run - 1) / run;
     }
   }

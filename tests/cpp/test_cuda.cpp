@@ -961,8 +961,9 @@ TEST_P(CudaWgmmaWeightReuse, MatchesFloat64Oracle) {
   const ScopedEnv reuse("CONVT_WG_WREUSE", "1");
   const ScopedEnv align("CONVT_WG_STAGE_ALIGN", "1");
   const Case& c = weight_reuse_case_list()[static_cast<size_t>(GetParam())];
-  // Single tiles from the counter, then runs of 3 tiles of positions x every channel tile
-  // (CONVT_WG_RUN=3: partial last runs, a block's consecutive tiles of one channel tile).
+  // Single tiles from the counter, then runs of 3 places x every phase x every channel tile
+  // (CONVT_WG_RUN=3: partial last runs, a block's consecutive tiles of one channel tile and
+  // phase).
   for (const char* run : {"0", "3"}) {
     SCOPED_TRACE(std::string("CONVT_WG_RUN=") + run);
     const ScopedEnv runs("CONVT_WG_RUN", run);

@@ -286,11 +286,11 @@ struct Params {
   // same ones: the next tile's same step, where the tile's K steps are a multiple of the
   // stages and both tiles have one group, channel tile and phase) does not copy them again.
   int w_reuse;
-  // > 0: the counter hands out runs of `run` consecutive tiles of positions (phase, column
-  // segment, row group, ... as a tile's index orders them) x every channel tile, and a block
-  // runs a run's tiles channel tile by channel tile (so that its consecutive tiles share
-  // their weight tiles); `tiles` then counts the runs, `pos_tiles` the tiles of positions
-  // (tiles / co_tiles). 0: the counter hands out single tiles.
+  // > 0: the counter hands out runs of `run` consecutive places (column segment, row group,
+  // ... as a tile's index orders them) x every phase x every channel tile, and a block runs
+  // a run's tiles channel tile by channel tile, phase by phase (so that its consecutive
+  // tiles share their weight tiles); `tiles` then counts the runs, `pos_tiles` the places
+  // (tiles / (co_tiles x phases)). 0: the counter hands out single tiles.
   int run, pos_tiles;
 };
 
@@ -1416,10 +1416,13 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
           run_w = 0;
           in_run = true;
         }
-        cot = run_w / p.run;
-        r = run_u * p.run + run_w % p.run;
-        if (++run_w == p.run * p.co_tiles) in_run = false;
-        if (r >= p.pos_tiles) continue;  // (the last run's missing tiles)
+        const int per_cot = p.run * p.phases;
+        cot = run_w / per_cot;
+        const int w = run_w % per_cot;
+        const int place = run_u * p.run + w % p.run;
+        if (++run_w == per_cot * p.co_tiles) in_run = false;
+        if (place >= p.pos_tiles) continue;  // (the last run's missing places)
+        r = place * p.phases + w / p.run;
       } else {
         const int t = next;
         if (t >= p.tiles) break;
