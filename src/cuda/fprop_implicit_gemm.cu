@@ -663,14 +663,15 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   plan.wg_used = best_used;
   for (int d = 0; d < 3; ++d) plan.wg_tmax[d] = int(tmax[d]);
   plan.wg_cblocks = int((cig + plan.wg_bk - 1) / plan.wg_bk);
-  // CONVT_WG_STAGE_ALIGN=1 (being measured): as many stages as divide a tile's K steps (the
-  // widest phase's D taps x H blocks x channel blocks, times the W phases a merged tile
-  // runs), at least two, so that every tile's K step k takes the stage the previous tile's
-  // took and, with Params::w_reuse, keeps its weight tiles. Not with the input transposed
-  // in the kernel (its ring takes what the stages leave).
+  // CONVT_WG_STAGE_ALIGN=1 (being measured): of the stages chosen above, the most, at least
+  // two, that divide a tile's K steps (the widest phase's D taps x H blocks x channel
+  // blocks, times the W phases a merged tile runs), so that every tile's K step k takes the
+  // stage the previous tile's took and, with Params::w_reuse, keeps its weight tiles. Fewer
+  // stages only leave more room (the transposed input's ring keeps its pieces). Where no
+  // count from two up divides the K steps, the stages stay.
   {
     const char* align_s = std::getenv("CONVT_WG_STAGE_ALIGN");
-    if (align_s != nullptr && align_s[0] == '1' && !plan.wg_xp) {
+    if (align_s != nullptr && align_s[0] == '1') {
       const int64_t steps = tmax[0] * ((tmax[1] + plan.wg_hb - 1) / plan.wg_hb) *
                             plan.wg_cblocks * (wmerge || wpairs ? p.stride[2] : 1);
       for (int st = plan.wg_stages; st >= 2; --st) {

@@ -797,17 +797,18 @@ TEST(CudaPlanner, InputReadInPlaceStaysWithinItsStage) {
   EXPECT_GT(conflict_free * 2, plans);
 }
 
-// CONVT_WG_STAGE_ALIGN=1: wgmma plans that copy the input (or read it in place) take the
-// most stages, at least two, that divide a tile's K steps (the widest phase's D taps x H
-// blocks x channel blocks, x the W phases of a merged tile), never more than without it,
-// and otherwise plan the same; where no such count exists, the stages stay.
+// CONVT_WG_STAGE_ALIGN=1: wgmma plans keep their tile, K step and input path (the input
+// transposed in the kernel too, with its ring) and take, of the stages they had, the most,
+// at least two, that divide a tile's K steps (the widest phase's D taps x H blocks x
+// channel blocks, x the W phases of a merged tile). Where no count from two up divides the
+// K steps, the stages stay.
 TEST(CudaPlanner, StageAlignGivesTilesStagesThatDivideTheirSteps) {
   std::vector<Plan> before;
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma,
                        [&](const Problem&, MathMode, const Plan& plan) { before.push_back(plan); });
   setenv("CONVT_WG_STAGE_ALIGN", "1", 1);
   size_t i = 0;
-  int aligned = 0, fewer = 0;
+  int aligned = 0, fewer = 0, xp_aligned = 0;
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
                                                              const Plan& plan) {
     ASSERT_LT(i, before.size());
@@ -819,33 +820,34 @@ TEST(CudaPlanner, StageAlignGivesTilesStagesThatDivideTheirSteps) {
     EXPECT_EQ(plan.wg_nc, b.wg_nc);
     EXPECT_EQ(plan.wg_bk, b.wg_bk);
     EXPECT_EQ(plan.wg_hb, b.wg_hb);
-    EXPECT_EQ(plan.wg_xp, b.wg_xp);
     EXPECT_EQ(plan.wg_stage_bytes, b.wg_stage_bytes);
+    EXPECT_EQ(plan.wg_xp, b.wg_xp);
+    EXPECT_EQ(plan.wg_xp_pieces, b.wg_xp_pieces);
     EXPECT_LE(plan.wg_stages, b.wg_stages);
-    if (plan.wg_xp) {
-      EXPECT_EQ(plan.wg_stages, b.wg_stages) << p.to_string();
-      return;
-    }
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
     const int64_t steps = int64_t(plan.wg_tmax[0]) *
                           ((plan.wg_tmax[1] + plan.wg_hb - 1) / plan.wg_hb) * plan.wg_cblocks *
                           (plan.wg_wmerge || plan.wg_wpairs ? p.stride[2] : 1);
     bool divisor = false;
     for (int st = 2; st <= b.wg_stages; ++st) divisor = divisor || steps % st == 0;
-    if (divisor) {
-      EXPECT_GE(plan.wg_stages, 2) << p.to_string();
-      EXPECT_EQ(steps % plan.wg_stages, 0) << p.to_string() << ": " << steps << " steps";
-      for (int st = plan.wg_stages + 1; st <= b.wg_stages; ++st)
-        EXPECT_NE(steps % st, 0) << p.to_string() << ": " << st << " of " << steps;
-      ++aligned;
-      if (plan.wg_stages < b.wg_stages) ++fewer;
-    } else {
+    if (!divisor) {
       EXPECT_EQ(plan.wg_stages, b.wg_stages) << p.to_string();
+      return;
     }
+    EXPECT_GE(plan.wg_stages, 2);
+    EXPECT_EQ(steps % plan.wg_stages, 0) << p.to_string() << ": " << steps << " steps";
+    // The most: no larger count up to the plan's own divides the steps.
+    for (int st = plan.wg_stages + 1; st <= b.wg_stages; ++st)
+      EXPECT_NE(steps % st, 0) << p.to_string() << ": " << st << " of " << steps;
+    ++aligned;
+    if (plan.wg_xp) ++xp_aligned;
+    if (plan.wg_stages < b.wg_stages) ++fewer;
   });
   unsetenv("CONVT_WG_STAGE_ALIGN");
   EXPECT_EQ(i, before.size());
   EXPECT_GT(aligned, 50);
   EXPECT_GT(fewer, 5);
+  EXPECT_GT(xp_aligned, 3);
 }
 
 // A channels_last input is read in place (no copy) only where its layout is the copy's: 16-bit
