@@ -1334,7 +1334,7 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
       // (kXp: the producer's arrival with the weight tiles' bytes, and the transposer's 32.)
       mbar_init(full0 + 8 * s, kXp ? 33 : 1);
       mbar_init(empty0 + 8 * s, 128);  // every consumer thread releases (racecheck sees it)
-      reinterpret_cast<StageHeader*>(headers + s * kHeaderBytes)->w_src = -1;
+      if (p.w_reuse) reinterpret_cast<StageHeader*>(headers + s * kHeaderBytes)->w_src = -1;
     }
     if constexpr (kXp) {
       for (int s = 0; s < p.xp_pieces; ++s) {
@@ -1512,9 +1512,12 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
             const int64_t wt = ((wtile0 + int64_t(jd) * p.cblocks + cb) * tmax_hw +
                                 int64_t(jh0) * wtiles) * p.tile_bytes;
             // (Params::w_reuse: the stage's weight tiles are the ones this step needs.)
-            const bool w_kept = p.w_reuse && hd->w_src == wt && hd->w_len == int64_t(wbytes);
-            hd->w_src = wt;
-            hd->w_len = wbytes;
+            bool w_kept = false;
+            if (p.w_reuse) {
+              w_kept = hd->w_src == wt && hd->w_len == int64_t(wbytes);
+              hd->w_src = wt;
+              hd->w_len = wbytes;
+            }
             const uint32_t wcopy = w_kept ? 0u : wbytes;
             // (kXp: the box comes from the transposer, only the weight tiles by copy.)
             mbar_arrive_expect_tx(full, kXp ? wcopy
