@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <climits>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -663,23 +664,29 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   plan.wg_used = best_used;
   for (int d = 0; d < 3; ++d) plan.wg_tmax[d] = int(tmax[d]);
   plan.wg_cblocks = int((cig + plan.wg_bk - 1) / plan.wg_bk);
-  // CONVT_WG_STAGE_ALIGN=1 (being measured): of the stages chosen above, the most, at least
-  // two, that divide a tile's K steps (the widest phase's D taps x H blocks x channel
-  // blocks, times the W phases a merged tile runs), so that every tile's K step k takes the
-  // stage the previous tile's took and, with Params::w_reuse, keeps its weight tiles. Fewer
-  // stages only leave more room (the transposed input's ring keeps its pieces). Where no
-  // count from two up divides the K steps, the stages stay.
+  // Weight tiles resident in the stages: where a tile's K steps (the widest phase's D taps
+  // x H blocks x channel blocks, times the W phases a merged tile runs) are no more than
+  // the stages, the stages become the most that are a multiple of them, so that every K
+  // step k of a block's next tile takes the stage that holds its weight tiles (the same
+  // ones where the group, channel tile and phase are the same) and the producer copies only
+  // the input box. Where a tile's K steps are more than its stages, each stage is
+  // overwritten within the tile and there is nothing to keep. CONVT_WG_STAGE_ALIGN=0 keeps
+  // the stages and copies every weight tile; =min takes the fewest stages, at least two,
+  // that are a multiple of the K steps (more blocks per multiprocessor where shared memory
+  // limits them).
   {
+    const int64_t steps = tmax[0] * ((tmax[1] + plan.wg_hb - 1) / plan.wg_hb) *
+                          plan.wg_cblocks * (wmerge || wpairs ? p.stride[2] : 1);
+    plan.wg_steps = int(std::min<int64_t>(steps, INT_MAX));
     const char* align_s = std::getenv("CONVT_WG_STAGE_ALIGN");
-    if (align_s != nullptr && align_s[0] == '1') {
-      const int64_t steps = tmax[0] * ((tmax[1] + plan.wg_hb - 1) / plan.wg_hb) *
-                            plan.wg_cblocks * (wmerge || wpairs ? p.stride[2] : 1);
-      for (int st = plan.wg_stages; st >= 2; --st) {
-        if (steps % st == 0) {
-          plan.wg_stages = st;
-          break;
-        }
-      }
+    const bool off = align_s != nullptr && align_s[0] == '0';
+    const bool fewest = align_s != nullptr && std::strcmp(align_s, "min") == 0;
+    if (!off && steps <= plan.wg_stages) {
+      if (fewest)
+        plan.wg_stages = int(steps >= 2 ? steps : 2);
+      else
+        plan.wg_stages = int(plan.wg_stages / steps * steps);
+      plan.wg_w_resident = true;
     }
   }
   const int64_t co_tiles = (cog + cw - 1) / cw;
@@ -1270,6 +1277,9 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
       : plan.wg_wpairs ? std::string(", W phase pairs in registers")
                       : std::string(),
       ", ", plan.wg_stages, " stages",
+      plan.wg_w_resident ? detail::str_cat(" (weight tiles resident: ", plan.wg_steps,
+                                           " K steps a tile)")
+                         : std::string(),
       plan.wg_wup > 1 ? detail::str_cat(", zeros inserted along W (stride ", plan.wg_wup,
                                         " run as 1)")
                       : std::string(),

@@ -91,6 +91,12 @@ struct ImplicitGemmFpropPlan {
   // Bytes of the kernel's epilogue staging area (wg::kEpiBytes, or the merged phases'
   // buffer where that is larger; the stages take what is left).
   int wg_epi_bytes = 0;
+  // Weight tiles resident in the stages: a tile's K steps (wg_steps, its widest phase's)
+  // divide the stages, so that each K step k of a block's next tile of the same group,
+  // channel tile and phase lands in the stage that still holds its weight tiles, and the
+  // producer does not copy them again (Params::w_reuse).
+  bool wg_w_resident = false;
+  int wg_steps = 0;
   std::string describe() const;
 };
 

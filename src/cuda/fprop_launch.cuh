@@ -588,17 +588,6 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.row_groups = int((q[1] + plan.wg_rows - 1) / plan.wg_rows);
   fp.col_segs = int((q[2] + plan.wg_wv - 1) / plan.wg_wv);
   fp.tiles = int(plan.wg_tiles);
-  {
-    // Runs of tiles, every phase and channel tile of a run's places by one block
-    // (Params::run; CONVT_WG_RUN=R, R places a run, being measured).
-    const char* run_s = std::getenv("CONVT_WG_RUN");
-    const int run = run_s != nullptr ? std::atoi(run_s) : 0;
-    if (run > 0) {
-      fp.run = run;
-      fp.pos_tiles = fp.tiles / (fp.co_tiles * fp.phases);
-      fp.tiles = (fp.pos_tiles + run - 1) / run;
-    }
-  }
   fp.stages = plan.wg_stages;
   fp.stage_bytes = plan.wg_stage_bytes;
   fp.box_bytes = plan.wg_box_bytes;
@@ -614,10 +603,12 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.xp_rows = plan.wg_xp_rows;
   fp.xp_piece_bytes = plan.wg_xp_piece_bytes;
   {
-    // K steps keep the weight tiles their stage still holds (Params::w_reuse;
-    // CONVT_WG_WREUSE=1, being measured).
+    // K steps keep the weight tiles their stage still holds (Params::w_reuse): where the
+    // planner made them resident; CONVT_WG_WREUSE=0 or =1 turns the check off or on
+    // everywhere (tests).
     const char* wr = std::getenv("CONVT_WG_WREUSE");
-    fp.w_reuse = wr != nullptr && wr[0] == '1' ? 1 : 0;
+    fp.w_reuse = wr != nullptr && (wr[0] == '0' || wr[0] == '1') ? wr[0] - '0'
+                                                                 : int(plan.wg_w_resident);
   }
   const std::size_t smem = wgmma_shared_bytes(plan);
   if (xp) {

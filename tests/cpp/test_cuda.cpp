@@ -929,12 +929,15 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaPath,
                                           quick_mode() ? 3 : 1),
                          tma_case_name);
 
-// K steps keeping the weight tiles their stage still holds (CONVT_WG_WREUSE=1), with the
-// stages a divisor of a tile's K steps (CONVT_WG_STAGE_ALIGN=1), so that each block's next
-// tile of the same channel tile and phase finds its weights in place, with single tiles and
-// with runs of tiles (CONVT_WG_RUN): every other wgmma case and three with several tiles a
-// block (3-D taps, two channel tiles, 1-D rows of many segments), every precision, against
-// the float64 oracle.
+// K steps keeping the weight tiles their stage still holds (Params::w_reuse), beyond the
+// default plans (which make the weight tiles resident wherever a tile's K steps are no more
+// than the stages; every other wgmma test runs them): the fewest stages that are a
+// multiple of the K steps (CONVT_WG_STAGE_ALIGN=min, two where a tile has one or two K
+// steps), and the check on with the stages as they were chosen (CONVT_WG_STAGE_ALIGN=0,
+// CONVT_WG_WREUSE=1: a stage's weight tiles kept only where they happen to be the next
+// step's). Every other wgmma case and four with several tiles a block (3-D taps, two
+// channel tiles, 1-D rows of many segments, H and W phases), every precision, against the
+// float64 oracle.
 const std::vector<Case>& weight_reuse_case_list() {
   static const std::vector<Case> all = [] {
     std::vector<Case> v;
@@ -948,6 +951,9 @@ const std::vector<Case>& weight_reuse_case_list() {
     v.push_back({make_problem(2, 4, 48, 64, 1, {30, 260, 1}, {3, 5, 1}, {1, 1, 1}, {1, 2, 0},
                               {0, 0, 0}, {1, 1, 1}, false),
                  Layout::kChannelsLast});
+    v.push_back({make_problem(2, 3, 16, 24, 1, {33, 70, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0},
+                              {1, 1, 0}, {1, 1, 1}, true),
+                 Layout::kContiguous});
     return v;
   }();
   return all;
@@ -958,17 +964,17 @@ class CudaWgmmaWeightReuse : public ::testing::TestWithParam<int> {};
 TEST_P(CudaWgmmaWeightReuse, MatchesFloat64Oracle) {
   const std::string reason = wgmma_unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << reason;
-  const ScopedEnv reuse("CONVT_WG_WREUSE", "1");
-  const ScopedEnv align("CONVT_WG_STAGE_ALIGN", "1");
   const Case& c = weight_reuse_case_list()[static_cast<size_t>(GetParam())];
-  // Single tiles from the counter, then runs of 3 places x every phase x every channel tile
-  // (CONVT_WG_RUN=3: partial last runs, a block's consecutive tiles of one channel tile and
-  // phase).
-  for (const char* run : {"0", "3"}) {
-    SCOPED_TRACE(std::string("CONVT_WG_RUN=") + run);
-    const ScopedEnv runs("CONVT_WG_RUN", run);
-    check_wgmma_case(c, 49979687u * uint64_t(GetParam()) + 11 + (run[0] - '0'),
-                     expect_wgmma_kernel);
+  {
+    SCOPED_TRACE("CONVT_WG_STAGE_ALIGN=min");
+    const ScopedEnv align("CONVT_WG_STAGE_ALIGN", "min");
+    check_wgmma_case(c, 49979687u * uint64_t(GetParam()) + 11, expect_wgmma_kernel);
+  }
+  {
+    SCOPED_TRACE("CONVT_WG_STAGE_ALIGN=0 CONVT_WG_WREUSE=1");
+    const ScopedEnv align("CONVT_WG_STAGE_ALIGN", "0");
+    const ScopedEnv reuse("CONVT_WG_WREUSE", "1");
+    check_wgmma_case(c, 49979687u * uint64_t(GetParam()) + 12, expect_wgmma_kernel);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "convt/convt.hpp"
@@ -797,57 +798,80 @@ TEST(CudaPlanner, InputReadInPlaceStaysWithinItsStage) {
   EXPECT_GT(conflict_free * 2, plans);
 }
 
-// CONVT_WG_STAGE_ALIGN=1: wgmma plans keep their tile, K step and input path (the input
-// transposed in the kernel too, with its ring) and take, of the stages they had, the most,
-// at least two, that divide a tile's K steps (the widest phase's D taps x H blocks x
-// channel blocks, x the W phases of a merged tile). Where no count from two up divides the
-// K steps, the stages stay.
-TEST(CudaPlanner, StageAlignGivesTilesStagesThatDivideTheirSteps) {
-  std::vector<Plan> before;
+// Weight tiles resident in the stages: where a tile's K steps (the widest phase's D taps x
+// H blocks x channel blocks, x the W phases of a merged tile) are no more than the stages
+// chosen for the K step (CONVT_WG_STAGE_ALIGN=0 plans), the default plan takes the most
+// stages that are a multiple of them and marks the weight tiles resident; =min takes the
+// fewest (at least two). Tile, K step, stage layout and input path (the input transposed
+// in the kernel too, with its ring) stay, and so do the stages of every other plan.
+TEST(CudaPlanner, WeightTilesResidentWhereTheKStepsFitTheStages) {
+  auto plans_with = [](const char* align) {
+    setenv("CONVT_WG_STAGE_ALIGN", align, 1);
+    std::vector<std::pair<Problem, Plan>> v;
+    for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma,
+                         [&](const Problem& p, MathMode, const Plan& plan) {
+                           v.emplace_back(p, plan);
+                         });
+    return v;
+  };
+  const auto before = plans_with("0");
+  const auto fewest = plans_with("min");
+  unsetenv("CONVT_WG_STAGE_ALIGN");
+  std::vector<std::pair<Problem, Plan>> plans;
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma,
-                       [&](const Problem&, MathMode, const Plan& plan) { before.push_back(plan); });
-  setenv("CONVT_WG_STAGE_ALIGN", "1", 1);
-  size_t i = 0;
-  int aligned = 0, fewer = 0, xp_aligned = 0;
-  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
-                                                             const Plan& plan) {
-    ASSERT_LT(i, before.size());
-    const Plan& b = before[i++];
+                       [&](const Problem& p, MathMode, const Plan& plan) {
+                         plans.emplace_back(p, plan);
+                       });
+  ASSERT_EQ(plans.size(), before.size());
+  ASSERT_EQ(plans.size(), fewest.size());
+  int resident = 0, fewer = 0, xp_resident = 0, kept = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Problem& p = plans[i].first;
+    const Plan& plan = plans[i].second;
+    const Plan& b = before[i].second;
+    const Plan& f = fewest[i].second;
     EXPECT_EQ(plan.usable, b.usable);
     EXPECT_EQ(plan.wg, b.wg);
-    if (!plan.usable || !plan.wg) return;
-    EXPECT_EQ(plan.wg_n, b.wg_n);
-    EXPECT_EQ(plan.wg_nc, b.wg_nc);
-    EXPECT_EQ(plan.wg_bk, b.wg_bk);
-    EXPECT_EQ(plan.wg_hb, b.wg_hb);
-    EXPECT_EQ(plan.wg_stage_bytes, b.wg_stage_bytes);
-    EXPECT_EQ(plan.wg_xp, b.wg_xp);
-    EXPECT_EQ(plan.wg_xp_pieces, b.wg_xp_pieces);
-    EXPECT_LE(plan.wg_stages, b.wg_stages);
-    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+    if (!plan.usable || !plan.wg) continue;
+    SCOPED_TRACE(p.to_string());
+    for (const Plan* q : {&plan, &f}) {
+      EXPECT_EQ(q->wg_n, b.wg_n);
+      EXPECT_EQ(q->wg_nc, b.wg_nc);
+      EXPECT_EQ(q->wg_bk, b.wg_bk);
+      EXPECT_EQ(q->wg_hb, b.wg_hb);
+      EXPECT_EQ(q->wg_stage_bytes, b.wg_stage_bytes);
+      EXPECT_EQ(q->wg_xp, b.wg_xp);
+      EXPECT_EQ(q->wg_xp_pieces, b.wg_xp_pieces);
+      EXPECT_LE(q->wg_stages, b.wg_stages);
+      EXPECT_GE(q->wg_stages, 2);
+      EXPECT_LE(convt::cuda::wgmma_shared_bytes(*q), convt::cuda::wgmma_max_shared_bytes());
+    }
+    EXPECT_FALSE(b.wg_w_resident);
     const int64_t steps = int64_t(plan.wg_tmax[0]) *
                           ((plan.wg_tmax[1] + plan.wg_hb - 1) / plan.wg_hb) * plan.wg_cblocks *
                           (plan.wg_wmerge || plan.wg_wpairs ? p.stride[2] : 1);
-    bool divisor = false;
-    for (int st = 2; st <= b.wg_stages; ++st) divisor = divisor || steps % st == 0;
-    if (!divisor) {
-      EXPECT_EQ(plan.wg_stages, b.wg_stages) << p.to_string();
-      return;
+    EXPECT_EQ(plan.wg_steps, steps);
+    if (steps > b.wg_stages) {
+      EXPECT_FALSE(plan.wg_w_resident);
+      EXPECT_FALSE(f.wg_w_resident);
+      EXPECT_EQ(plan.wg_stages, b.wg_stages);
+      EXPECT_EQ(f.wg_stages, b.wg_stages);
+      ++kept;
+      continue;
     }
-    EXPECT_GE(plan.wg_stages, 2);
-    EXPECT_EQ(steps % plan.wg_stages, 0) << p.to_string() << ": " << steps << " steps";
-    // The most: no larger count up to the plan's own divides the steps.
-    for (int st = plan.wg_stages + 1; st <= b.wg_stages; ++st)
-      EXPECT_NE(steps % st, 0) << p.to_string() << ": " << st << " of " << steps;
-    ++aligned;
-    if (plan.wg_xp) ++xp_aligned;
+    EXPECT_TRUE(plan.wg_w_resident);
+    EXPECT_TRUE(f.wg_w_resident);
+    EXPECT_EQ(plan.wg_stages % steps, 0) << steps << " K steps";
+    EXPECT_GT(plan.wg_stages + steps, b.wg_stages) << steps << " K steps";  // the most
+    EXPECT_EQ(f.wg_stages, std::max<int64_t>(steps, 2)) << steps << " K steps";
+    ++resident;
+    if (plan.wg_xp) ++xp_resident;
     if (plan.wg_stages < b.wg_stages) ++fewer;
-  });
-  unsetenv("CONVT_WG_STAGE_ALIGN");
-  EXPECT_EQ(i, before.size());
-  EXPECT_GT(aligned, 50);
+  }
+  EXPECT_GT(resident, 50);
+  EXPECT_GT(kept, 50);
   EXPECT_GT(fewer, 5);
-  EXPECT_GT(xp_aligned, 3);
+  EXPECT_GT(xp_resident, 3);
 }
 
 // A channels_last input is read in place (no copy) only where its layout is the copy's: 16-bit

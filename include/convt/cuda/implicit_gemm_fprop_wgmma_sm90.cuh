@@ -283,15 +283,9 @@ struct Params {
   // ring's pieces, rows per piece and a piece's bytes (kXpCols x bk x rows elements).
   int xp_chunks, xp_pieces, xp_rows, xp_piece_bytes;
   // 1: a K step whose stage still holds its weight tiles (the stage's last K step copied the
-  // same ones: the next tile's same step, where the tile's K steps are a multiple of the
-  // stages and both tiles have one group, channel tile and phase) does not copy them again.
+  // same ones: the next tile's same step, where the tile's K steps divide the stages and
+  // both tiles have one group, channel tile and phase) does not copy them again.
   int w_reuse;
-  // > 0: the counter hands out runs of `run` consecutive places (column segment, row group,
-  // ... as a tile's index orders them) x every phase x every channel tile, and a block runs
-  // a run's tiles channel tile by channel tile, phase by phase (so that its consecutive
-  // tiles share their weight tiles); `tiles` then counts the runs, `pos_tiles` the places
-  // (tiles / (co_tiles x phases)). 0: the counter hands out single tiles.
-  int run, pos_tiles;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -1404,32 +1398,12 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
     int xs = 0;  // kXp: the next raw slot and its parity
     uint32_t xpar = 0;
     PhaseTaps td{}, th{}, tw{};
-    int run_u = 0, run_w = 0;  // Params::run: the run this block takes, and its next tile
-    bool in_run = false;
     for (;;) {
-      int cot, r;
-      if (p.run > 0) {
-        if (!in_run) {
-          run_u = next;
-          if (run_u >= p.tiles) break;
-          next = atomicAdd(p.counter, 1);
-          run_w = 0;
-          in_run = true;
-        }
-        const int per_cot = p.run * p.phases;
-        cot = run_w / per_cot;
-        const int w = run_w % per_cot;
-        const int place = run_u * p.run + w % p.run;
-        if (++run_w == per_cot * p.co_tiles) in_run = false;
-        if (place >= p.pos_tiles) continue;  // (the last run's missing places)
-        r = place * p.phases + w / p.run;
-      } else {
-        const int t = next;
-        if (t >= p.tiles) break;
-        next = atomicAdd(p.counter, 1);
-        cot = t % p.co_tiles;
-        r = t / p.co_tiles;
-      }
+      const int t = next;
+      if (t >= p.tiles) break;
+      next = atomicAdd(p.counter, 1);
+      int r = t;
+      const int cot = r % p.co_tiles; r /= p.co_tiles;
       const int ph = r % p.phases; r /= p.phases;
       const int cs = r % p.col_segs; r /= p.col_segs;
       const int rg = r % p.row_groups; r /= p.row_groups;
