@@ -930,14 +930,13 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaPath,
                          tma_case_name);
 
 // K steps keeping the weight tiles their stage still holds (Params::w_reuse), beyond the
-// default plans (which make the weight tiles resident wherever a tile's K steps are no more
-// than the stages; every other wgmma test runs them): the fewest stages that are a
-// multiple of the K steps (CONVT_WG_STAGE_ALIGN=min, two where a tile has one or two K
-// steps), and the check on with the stages as they were chosen (CONVT_WG_STAGE_ALIGN=0,
-// CONVT_WG_WREUSE=1: a stage's weight tiles kept only where they happen to be the next
-// step's). Every other wgmma case and four with several tiles a block (3-D taps, two
-// channel tiles, 1-D rows of many segments, H and W phases), every precision, against the
-// float64 oracle.
+// default plans (which make the weight tiles resident in the fewest stages, at least two,
+// that are a multiple of a tile's K steps, wherever those are no more than the stages; every
+// other wgmma test runs them): the most such stages (CONVT_WG_STAGE_ALIGN=max), and the
+// check on with the stages as they were chosen (CONVT_WG_STAGE_ALIGN=0, CONVT_WG_WREUSE=1:
+// a stage's weight tiles kept only where they happen to be the next step's). Every other
+// wgmma case and four with several tiles a block (3-D taps, two channel tiles, 1-D rows of
+// many segments, H and W phases), every precision, against the float64 oracle.
 const std::vector<Case>& weight_reuse_case_list() {
   static const std::vector<Case> all = [] {
     std::vector<Case> v;
@@ -966,8 +965,8 @@ TEST_P(CudaWgmmaWeightReuse, MatchesFloat64Oracle) {
   if (!reason.empty()) GTEST_SKIP() << reason;
   const Case& c = weight_reuse_case_list()[static_cast<size_t>(GetParam())];
   {
-    SCOPED_TRACE("CONVT_WG_STAGE_ALIGN=min");
-    const ScopedEnv align("CONVT_WG_STAGE_ALIGN", "min");
+    SCOPED_TRACE("CONVT_WG_STAGE_ALIGN=max");
+    const ScopedEnv align("CONVT_WG_STAGE_ALIGN", "max");
     check_wgmma_case(c, 49979687u * uint64_t(GetParam()) + 11, expect_wgmma_kernel);
   }
   {
