@@ -677,6 +677,11 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   // there is nothing to keep. CONVT_WG_STAGE_ALIGN=max takes the most such stages instead,
   // =0 keeps the stages and copies every weight tile.
   {
+    // CONVT_WG_MAX_STAGES=S (being measured): at most S stages, at least two.
+    const int64_t cap = wg_env_int("CONVT_WG_MAX_STAGES");
+    if (cap >= 2 && plan.wg_stages > cap) plan.wg_stages = int(cap);
+  }
+  {
     const int64_t steps = tmax[0] * ((tmax[1] + plan.wg_hb - 1) / plan.wg_hb) *
                           plan.wg_cblocks * (wmerge || wpairs ? p.stride[2] : 1);
     plan.wg_steps = int(std::min<int64_t>(steps, INT_MAX));

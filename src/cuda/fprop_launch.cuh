@@ -290,11 +290,34 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
                "cudaDeviceGetAttribute");
     cached_sms.store(sms, std::memory_order_relaxed);
   }
-  int per_sm = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem),
-             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  const int64_t blocks = std::min<int64_t>(fp.tiles, int64_t(sms) * std::max(per_sm, 1));
-  kernel<<<static_cast<unsigned>(blocks), threads, smem, stream>>>(map, fp);
+  auto occupancy = [&](std::size_t bytes) {
+    int n = 0;
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, bytes),
+               "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    return n;
+  };
+  int per_sm = occupancy(smem);
+  wg::Params q = fp;
+  // CONVT_WG_OCC=1 (being measured): the most stages, at least two, that let more blocks
+  // share a multiprocessor than the plan's do, where the kernel's registers allow more
+  // than shared memory does (the planner sizes the stages for two blocks). Each stage is
+  // stage_bytes of the block's shared memory, and the stages come first (the transposed
+  // input's ring after them, xp_area_offset), so a stage fewer is stage_bytes less.
+  const char* occ_env = std::getenv("CONVT_WG_OCC");
+  if (occ_env != nullptr && occ_env[0] == '1' && q.stages > 2) {
+    for (int st = q.stages - 1; st >= 2; --st) {
+      const std::size_t bytes = smem - std::size_t(q.stages - st) * std::size_t(q.stage_bytes);
+      const int n = occupancy(bytes);
+      if (n > per_sm) {
+        per_sm = n;
+        smem = bytes;
+        q.stages = st;
+        break;
+      }
+    }
+  }
+  const int64_t blocks = std::min<int64_t>(q.tiles, int64_t(sms) * std::max(per_sm, 1));
+  kernel<<<static_cast<unsigned>(blocks), threads, smem, stream>>>(map, q);
   check_cuda(cudaGetLastError(), "implicit-GEMM (wgmma) forward launch");
 }
 

@@ -982,6 +982,34 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaWeightReuse,
                                           quick_mode() ? 3 : 1),
                          tma_case_name);
 
+// Fewer stages than the planner sized: the most that let more blocks share a
+// multiprocessor, chosen at launch from the kernel's occupancy (CONVT_WG_OCC=1; plans of
+// three stages or more whose kernel's registers allow a third block), and at most two
+// (CONVT_WG_MAX_STAGES=2: weight tiles resident only where a tile has one or two K steps).
+// The same cases as CudaWgmmaWeightReuse, every precision, against the float64 oracle.
+class CudaWgmmaFewerStages : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaFewerStages, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const Case& c = weight_reuse_case_list()[static_cast<size_t>(GetParam())];
+  {
+    SCOPED_TRACE("CONVT_WG_OCC=1");
+    const ScopedEnv occ("CONVT_WG_OCC", "1");
+    check_wgmma_case(c, 7919u * uint64_t(GetParam()) + 5, expect_wgmma_kernel);
+  }
+  {
+    SCOPED_TRACE("CONVT_WG_MAX_STAGES=2");
+    const ScopedEnv cap("CONVT_WG_MAX_STAGES", "2");
+    check_wgmma_case(c, 7919u * uint64_t(GetParam()) + 6, expect_wgmma_kernel);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaFewerStages,
+                         ::testing::Range(0, static_cast<int>(weight_reuse_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         tma_case_name);
+
 // The wgmma kernel's other tiles, asked for with CONVT_WG_NC on every other case: 64
 // channels x N positions where the planner would take a position-major tile (groups of at
 // most 32 output channels), and position-major tiles of 8 channels (several channel tiles
