@@ -718,7 +718,10 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   plan.wg_xt_offset = std::size_t(round_up(wbytes, 256));
   plan.wg_counter_offset = std::size_t(round_up(int64_t(plan.wg_xt_offset) + xbytes, 256));
   plan.wg = true;
-  plan.workspace_bytes = std::max(plan.workspace_bytes, plan.wg_counter_offset + 256);
+  // (The tile counter, the non-finite flag, and the copy tiles' count per (group, sample)
+  // where the kernel runs the copy's tiles itself, CONVT_WG_FUSE.)
+  plan.workspace_bytes = std::max(
+      plan.workspace_bytes, plan.wg_counter_offset + 256 + std::size_t(4 * p.batch * p.groups));
 }
 
 // p with zeros inserted along W, wup - 1 between neighbouring input columns, and W stride
@@ -1113,6 +1116,21 @@ bool wgmma_input_transposed_in_kernel(const ImplicitGemmFpropPlan& plan, const P
   return wgmma_input_in_place(p, x);
 }
 
+bool wgmma_copy_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                          const TensorRef& x) {
+  const char* v = std::getenv("CONVT_WG_FUSE");
+  if (v == nullptr || v[0] != '1') return false;
+  if (!plan.wg || plan.wg_raw || plan.split || x.strides[4] != 1) return false;
+  if (wgmma_channels_last_in_place(plan, p, x) || wgmma_input_transposed_in_kernel(plan, p, x))
+    return false;
+  if (plan.wg_stage_bytes < wg::transpose_tile_bytes(plan.wg_bk)) return false;
+  // (p is the problem the kernel runs: the input's own W where zeros are inserted along W.)
+  const int64_t w = (p.input_size[2] - 1) / plan.wg_wup + 1;
+  const int64_t copy_tiles = p.batch * p.groups * plan.wg_cblocks * p.input_size[0] *
+                             p.input_size[1] * ((w + wg::kTransposeW - 1) / wg::kTransposeW);
+  return copy_tiles + plan.wg_tiles < int64_t(INT_MAX) - (int64_t(1) << 22);
+}
+
 bool make_xp_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,
                         const TensorRef& x) {
   if (!wgmma_input_transposed_in_kernel(plan, p, x)) return false;
@@ -1291,6 +1309,8 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
           ? ", channels_last input read in place"
       : wgmma_input_transposed_in_kernel(plan, wgmma_problem(plan, p), x)
           ? ", input transposed in the kernel"
+      : wgmma_copy_in_kernel(plan, wgmma_problem(plan, p), x)
+          ? ", input copied by the forward kernel's own tiles"
       : !plan.wg_raw               ? ""
       : wgmma_input_in_place(p, x) ? ", input read in place (A from registers)"
                                     : ", input padded, then read in place (A from registers)",

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 
@@ -485,6 +486,10 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   alignas(64) CUtensorMap map;
   int cl_chunks = 0;
   bool xp = false;  // the input transposed in the kernel
+  // The copy's tiles run by the forward kernel (CONVT_WG_FUSE, below).
+  bool fuse_copy = false, fuse_vec = false;
+  int64_t fuse_tiles = 0;
+  wg::TransposeParams fuse_tp{};
   if (plan.wg_raw) {
     // The kernel reads x itself where a tensor map can (wgmma_input_in_place); else x is
     // first copied into the workspace as a contiguous tensor with W padded to 16 bytes.
@@ -543,7 +548,15 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
       const int64_t tiles = int64_t(tp.batch) * tp.groups * tp.cblocks * tp.in[0] * tp.in[1] *
                             ((tp.in[2] + wg::kTransposeW - 1) / wg::kTransposeW);
       const unsigned tblocks = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t(1) << 20));
-      if (vec) {
+      // CONVT_WG_FUSE=1 (being measured): the forward kernel runs the copy's tiles itself,
+      // each chunk's (group, sample) before its forward tiles and among the previous
+      // chunk's (wg::Params::fuse; wgmma_copy_in_kernel says where).
+      if (!kSplit && wgmma_copy_in_kernel(plan, p, x)) {
+        fuse_copy = true;
+        fuse_vec = vec;
+        fuse_tiles = tiles;
+        fuse_tp = tp;
+      } else if (vec) {
         wg::transpose_input_tiled_kernel<T, true><<<tblocks, 256, 0, opt.stream>>>(tp);
       } else {
         wg::transpose_input_tiled_kernel<T, false><<<tblocks, 256, 0, opt.stream>>>(tp);
@@ -611,6 +624,18 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.row_groups = int((q[1] + plan.wg_rows - 1) / plan.wg_rows);
   fp.col_segs = int((q[2] + plan.wg_wv - 1) / plan.wg_wv);
   fp.tiles = int(plan.wg_tiles);
+  if (fuse_copy) {
+    fp.fuse = 1;
+    fp.copy_vec = fuse_vec ? 1 : 0;
+    fp.chunks = int(p.batch * p.groups);
+    fp.fwd_tiles = int(plan.wg_tiles);
+    fp.copy_tiles = int(fuse_tiles / fp.chunks);
+    fp.done = counter + 2;
+    fp.copy = fuse_tp;
+    fp.tiles = int(plan.wg_tiles + fuse_tiles);
+    check_cuda(cudaMemsetAsync(fp.done, 0, std::size_t(fp.chunks) * sizeof(int), opt.stream),
+               "cudaMemsetAsync");
+  }
   fp.stages = plan.wg_stages;
   fp.stage_bytes = plan.wg_stage_bytes;
   fp.box_bytes = plan.wg_box_bytes;

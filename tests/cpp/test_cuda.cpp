@@ -1010,6 +1010,29 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaFewerStages,
                                           quick_mode() ? 3 : 1),
                          tma_case_name);
 
+// The input copy's tiles run by the forward kernel itself (CONVT_WG_FUSE=1), handed out by
+// its tile counter before and among the forward tiles that read them: the weight-reuse
+// cases (several tiles a block, 3-D, two channel tiles, channels_last, H and W phases,
+// zeros inserted along W), every precision, against the float64 oracle. The description
+// says where the kernel copies (some of the cases, at least).
+TEST(CudaWgmmaFusedCopy, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const ScopedEnv fuse("CONVT_WG_FUSE", "1");
+  int fused = 0;
+  const auto expect = [&](const Precision& precision, bool split, const std::string& what) {
+    expect_wgmma_kernel(precision, split, what);
+    if (what.find("forward kernel's own tiles") != std::string::npos) {
+      EXPECT_FALSE(split) << what;
+      ++fused;
+    }
+  };
+  const auto& cases = weight_reuse_case_list();
+  for (size_t i = 0; i < cases.size(); i += quick_mode() ? 3 : 1)
+    check_wgmma_case(cases[i], 104729u * uint64_t(i) + 3, expect);
+  EXPECT_GT(fused, 0);
+}
+
 // The wgmma kernel's other tiles, asked for with CONVT_WG_NC on every other case: 64
 // channels x N positions where the planner would take a position-major tile (groups of at
 // most 32 output channels), and position-major tiles of 8 channels (several channel tiles

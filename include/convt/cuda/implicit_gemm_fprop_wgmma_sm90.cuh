@@ -195,8 +195,9 @@ struct Kc {
 // Stage flags: the tile's first K step, its last (the header then describes its outputs),
 // no MMA (a phase without taps: its outputs are the bias), the producer's end, and with W
 // phases merged (Params::wm) the last step of the tile's last W phase (its merged output
-// rows are then stored).
-enum : int { kFirst = 1, kLast = 2, kNoMma = 4, kEnd = 8, kTileEnd = 16 };
+// rows are then stored); kCopy: a tile of the input copy (Params::fuse), col_step its index,
+// the stage's memory the consumers' scratch.
+enum : int { kFirst = 1, kLast = 2, kNoMma = 4, kEnd = 8, kTileEnd = 16, kCopy = 32 };
 
 // What the producer tells the consumers about a stage (written before it arms "full").
 struct StageHeader {
@@ -233,6 +234,24 @@ struct EpiInfo {
   float bias[kM];
 };
 static_assert(sizeof(EpiInfo) <= kInfoBytes, "info fits its slot");
+
+// The input copy's parameters (transpose_input_kernel, transpose_input_tiled_kernel, and
+// the forward kernel's own copy tiles, Params::fuse).
+struct TransposeParams {
+  const void* x;  // (N, C_in, D, H, W), strides x_str
+  void* xt;       // [N*G][cblocks][D][H][wout][bk]
+  int64_t x_str[5];
+  int batch, groups, cig, cblocks, bk;
+  int in[3];  // the input's D, H, W
+  // Zeros inserted along W: xt column w holds input column w / wup where wup divides w,
+  // zeros elsewhere; wout = (in[2] - 1) * wup + 1 columns (wup = 1: a plain copy).
+  int wup, wout;
+  // Split TF32 (float only): the residual x - tf32(x), rounded to TF32, written small_off
+  // 16-byte units after each element's copy.
+  int split;
+  int64_t small_off;
+  int* nonfinite;  // split TF32: set to 1 where an input is infinite or NaN
+};
 
 struct Params {
   const void* wp;    // packed weight (pack_weight_wgmma_kernel)
@@ -286,26 +305,22 @@ struct Params {
   // same ones: the next tile's same step, where the tile's K steps divide the stages and
   // both tiles have one group, channel tile and phase) does not copy them again.
   int w_reuse;
+  // 1 (CONVT_WG_FUSE=1, being measured): the input copy's tiles (transpose_tile, with
+  // `copy`; 16-byte loads where copy_vec) run in this kernel, taken from the tile counter
+  // with the forward tiles: a chunk's copy tiles (chunk: one (group, sample), the forward
+  // tiles' outermost indices) are handed out before its forward tiles and in between the
+  // previous chunk's, and a forward tile's input waits for done[its chunk] to reach
+  // copy_tiles (each copy tile adds 1 once written). `tiles` then counts both;
+  // fwd_tiles / chunks forward tiles and copy_tiles copy tiles a chunk.
+  int fuse, copy_vec;
+  int chunks, fwd_tiles, copy_tiles;
+  int* done;
+  TransposeParams copy;
 };
 
 // ---------------------------------------------------------------------------------------
 // Preparation kernels
 // ---------------------------------------------------------------------------------------
-struct TransposeParams {
-  const void* x;  // (N, C_in, D, H, W), strides x_str
-  void* xt;       // [N*G][cblocks][D][H][wout][bk]
-  int64_t x_str[5];
-  int batch, groups, cig, cblocks, bk;
-  int in[3];  // the input's D, H, W
-  // Zeros inserted along W: xt column w holds input column w / wup where wup divides w,
-  // zeros elsewhere; wout = (in[2] - 1) * wup + 1 columns (wup = 1: a plain copy).
-  int wup, wout;
-  // Split TF32 (float only): the residual x - tf32(x), rounded to TF32, written small_off
-  // 16-byte units after each element's copy.
-  int split;
-  int64_t small_off;
-  int* nonfinite;  // split TF32: set to 1 where an input is infinite or NaN
-};
 
 // Stores one 16-byte unit of xt (kc channels) at xt[i]: 16-bit types converted, float
 // rounded to TF32, and with split TF32 the rounding residual at xt[i + small_off].
@@ -388,14 +403,99 @@ __global__ void transpose_input_kernel(TransposeParams p) {
   }
 }
 
+// Positions of an input row per tile of the tiled copy.
+constexpr int kTransposeW = 128;
+
+// One tile of the tiled copy: 128 positions of an input row (t: the tile's index, W tile
+// fastest, then H, D, channel block, group, sample), by threads tid of nthr, through
+// `tile` (bk rows of kTransposeW + 1 floats). sync() orders the threads' shared-memory
+// accesses (every thread calls it twice). Its loops are not unrolled: it runs inside the
+// forward kernel (Params::fuse), whose registers it must not take (unrolled, it made
+// ptxas spill in the float kernel of 256 positions); transpose_input_tiled_kernel is the
+// same copy with a block of its own.
+template <typename T, bool kVec, typename Sync>
+__device__ __forceinline__ void transpose_tile(const TransposeParams& p, int64_t t, float* tile,
+                                               int tid, int nthr, Sync sync) {
+  constexpr int kc = Kc<T>::value;
+  constexpr int kTw = kTransposeW;
+  constexpr int kPitch = kTw + 1;
+  const T* x = static_cast<const T*>(p.x);
+  uint4* xt = static_cast<uint4*>(p.xt);
+  const int subs = p.bk / kc;
+  const int wtiles = (p.in[2] + kTw - 1) / kTw;
+  int64_t r = t;
+  const int w0 = int(r % wtiles) * kTw; r /= wtiles;
+  const int h = int(r % p.in[1]); r /= p.in[1];
+  const int d = int(r % p.in[0]); r /= p.in[0];
+  const int cb = int(r % p.cblocks); r /= p.cblocks;
+  const int g = int(r % p.groups);
+  const int64_t n = r / p.groups;
+  const int64_t base = n * p.x_str[0] + d * p.x_str[2] + h * p.x_str[3];
+  const int c0 = g * p.cig + cb * p.bk;  // the tile's first channel
+  const int cvalid = min(p.bk, p.cig - cb * p.bk);
+  auto load = [&](int i) {
+    if constexpr (kVec) {
+      constexpr int kPer = kTw / kc;  // 16-byte loads per channel row
+      const int c = i / kPer, v = i % kPer, w = w0 + v * kc;
+      union {
+        uint4 u;
+        T e[kc];
+      } u;
+      u.u = make_uint4(0, 0, 0, 0);
+      if (c < cvalid && w < p.in[2])
+        u.u = *reinterpret_cast<const uint4*>(x + base + int64_t(c0 + c) * p.x_str[1] + w);
+#pragma unroll
+      for (int j = 0; j < kc; ++j) tile[c * kPitch + v * kc + j] = Elem<T>::to_float(u.e[j]);
+    } else {
+      const int c = i / kTw, wl = i % kTw, w = w0 + wl;
+      float v = 0.f;
+      if (c < cvalid && w < p.in[2])
+        v = Elem<T>::to_float(x[base + int64_t(c0 + c) * p.x_str[1] + w * p.x_str[4]]);
+      tile[c * kPitch + wl] = v;
+    }
+  };
+  const int loads = kVec ? p.bk * (kTw / kc) : p.bk * kTw;
+#pragma unroll 1
+  for (int i = tid; i < loads; i += nthr) load(i);
+  sync();
+  const int64_t row = ((((n * p.groups + g) * p.cblocks + cb) * p.in[0] + d) * p.in[1] + h) *
+                      int64_t(p.wout);
+  const int wo0 = w0 * p.wup;
+  const int won = min(kTw * p.wup, p.wout - wo0);  // xt columns of the tile
+  auto store = [&](int i) {
+    const int wl = i / subs, sub = i % subs;
+    const int wx = wl / p.wup;
+    const bool hit = wx * p.wup == wl;
+    float v[kc];
+#pragma unroll
+    for (int j = 0; j < kc; ++j) v[j] = hit ? tile[(sub * kc + j) * kPitch + wx] : 0.f;
+    store_xt<T>(xt, (row + wo0 + wl) * subs + sub, v, p);
+  };
+#pragma unroll 1
+  for (int i = tid; i < won * subs; i += nthr) store(i);
+  sync();
+}
+
+// A tile of the tiled copy by the forward kernel's 128 consumer threads (Params::fuse).
+template <typename T>
+__device__ __forceinline__ void consumers_copy_tile(const TransposeParams& p, int vec, int64_t t,
+                                                 float* tile) {
+  auto sync = [] { asm volatile("bar.sync 1, 128;\n" ::: "memory"); };
+  if (vec)
+    transpose_tile<T, true>(p, t, tile, threadIdx.x, 128, sync);
+  else
+    transpose_tile<T, false>(p, t, tile, threadIdx.x, 128, sync);
+}
+
+// Tiles of the tiled copy: bk * (kTransposeW + 1) floats of shared memory each.
+constexpr int transpose_tile_bytes(int bk) { return bk * (kTransposeW + 1) * 4; }
+
 // The copy for inputs whose W stride is 1 (PyTorch's contiguous NC... layout): one block
 // per 128 positions of an input row (n, g, channel block, d, h). It reads the block's bk
 // channels along W into shared memory (coalesced; 16 bytes per thread where every row
 // starts 16-byte aligned and W is a multiple of 16 bytes, kVec), then writes the tile's
 // run of xt, which is contiguous ([128 wup positions][bk channels], the inserted zeros
 // included), 16 bytes per thread.
-constexpr int kTransposeW = 128;
-
 template <typename T, bool kVec>
 __global__ void __launch_bounds__(256) transpose_input_tiled_kernel(TransposeParams p) {
   constexpr int kc = Kc<T>::value;
@@ -1131,6 +1231,52 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// Params::fuse: the copy tiles' completion counts, written with release and read with
+// acquire at GPU scope; the reader's proxy fence then orders its TMA reads of the copy
+// (async proxy) after the copy's stores (generic proxy).
+__device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void red_release_gpu_add(int* ptr, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(ptr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+
+// Params::fuse: work item u of the tile counter, a copy tile (true; `copy`: its index in
+// the copy's own order) or a forward tile (false; `tile`, and its chunk). Chunk 0's copy
+// tiles come first; then each chunk c's forward tiles with chunk c + 1's copy tiles spread
+// evenly among them (item i of the L = T + K of chunk c is a copy tile where floor(i K / L)
+// steps up), so that copying and the forward share the time.
+__device__ __forceinline__ bool fused_item(const Params& p, int u, int64_t& copy, int& tile,
+                                           int& chunk) {
+  const int64_t K = p.copy_tiles;
+  const int64_t T = p.fwd_tiles / p.chunks;
+  // (Forward chunk c = g * batch + n; the copy orders its tiles by sample, then group.)
+  auto copy_index = [&](int c, int64_t i) {
+    return (int64_t(c % p.batch) * p.groups + c / p.batch) * K + i;
+  };
+  if (u < K) {
+    copy = copy_index(0, u);
+    return true;
+  }
+  const int64_t v = int64_t(u) - K;
+  const int c = v / (T + K) < p.chunks - 1 ? int(v / (T + K)) : p.chunks - 1;
+  const int64_t i = v - int64_t(c) * (T + K);
+  const int64_t a = c + 1 < p.chunks ? K : 0;
+  const int64_t before = i * a / (T + a), after = (i + 1) * a / (T + a);
+  if (after > before) {
+    copy = copy_index(c + 1, before);
+    return true;
+  }
+  tile = int(int64_t(c) * T + (i - before));
+  chunk = c;
+  return false;
+}
+
 // Transposes one piece of a K step's raw box into the stage's K-major box. The piece holds
 // `rows` box rows from h0 on of kXpCols columns (from column 32 chunk - wsh of the box on),
 // [row][bk = 8 G channels][kXpCols columns], its 64-byte lines swizzled as TMA's 64-byte
@@ -1298,6 +1444,10 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
   constexpr int kNA = kPos ? NC * FOLD : N;  // wgmma N
   constexpr int kCw = kPos ? NC * FOLD : kM;  // weight tile rows (output channels x folded taps)
   constexpr bool kFold = FOLD > 1;
+  // The input copy's tiles run in the kernel where asked for (Params::fuse): kernels that
+  // read a copy of the input (not transposing it themselves, not reading it in place, one
+  // copy).
+  constexpr bool kFuse = !kXp && !kRaw && !kSplit;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Stages (1024-byte aligned: the swizzle patterns), then the headers, the epilogue's
   // staging, the tile info and the barriers.
@@ -1398,10 +1548,40 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
     int xs = 0;  // kXp: the next raw slot and its parity
     uint32_t xpar = 0;
     PhaseTaps td{}, th{}, tw{};
+    int ready = -1;  // Params::fuse: the last chunk whose copy this block saw complete
     for (;;) {
-      const int t = next;
-      if (t >= p.tiles) break;
+      const int u = next;
+      if (u >= p.tiles) break;
       next = atomicAdd(p.counter, 1);
+      int t = u;
+      if constexpr (kFuse) {
+        if (p.fuse) {
+          int64_t ci = 0;
+          int chunk = 0;
+          if (fused_item(p, u, ci, t, chunk)) {
+            // A copy tile: handed to the consumers through the next stage (no bytes), whose
+            // memory they use as scratch (so it keeps no weight tiles).
+            mbar_wait(empty0 + 8 * stage, parity ^ 1);
+            StageHeader* hd = reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes);
+            hd->flags = kCopy;
+            hd->col_step = ci;
+            hd->w_src = -1;
+            mbar_arrive_count(full0 + 8 * stage, 1);
+            if (++stage == p.stages) {
+              stage = 0;
+              parity ^= 1;
+            }
+            continue;
+          }
+          if (chunk != ready) {
+            // Every copy tile of the chunk was handed out before this tile (fused_item):
+            // wait for them to be written.
+            while (ld_acquire_gpu(p.done + chunk) < p.copy_tiles) __nanosleep(128);
+            fence_proxy_async_global();
+            ready = chunk;
+          }
+        }
+      }
       int r = t;
       const int cot = r % p.co_tiles; r /= p.co_tiles;
       const int ph = r % p.phases; r /= p.phases;
@@ -1601,6 +1781,30 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
     const StageHeader* h0 = reinterpret_cast<const StageHeader*>(headers + stage * kHeaderBytes);
     const int flags = __shfl_sync(0xffffffffu, lane == 0 ? h0->flags : 0, 0);
     if (flags & kEnd) break;
+    if constexpr (kFuse) {
+      if (flags & kCopy) {
+        // A tile of the input copy (Params::fuse), through the stage's memory: written,
+        // made visible at GPU scope and counted for its chunk; the stage's generic accesses
+        // ordered before the producer's next TMA writes to it, then released.
+        const int64_t ci = __shfl_sync(0xffffffffu, lane == 0 ? h0->col_step : 0, 0);
+        consumers_copy_tile<T>(p.copy, p.copy_vec, ci,
+                               reinterpret_cast<float*>(stages + size_t(stage) * p.stage_bytes));
+        __threadfence();
+        fence_proxy_async();
+        named_sync_consumers();
+        if (threadIdx.x == 0) {
+          const int cc = int(ci / p.copy_tiles);  // the copy's chunk: sample x groups + group
+          fence_proxy_async_global();
+          red_release_gpu_add(p.done + (cc % p.groups) * p.batch + cc / p.groups, 1);
+        }
+        mbar_arrive(empty0 + 8 * stage);
+        if (++stage == p.stages) {
+          stage = 0;
+          parity ^= 1;
+        }
+        continue;
+      }
+    }
     const int steps = __shfl_sync(0xffffffffu, lane == 0 ? h0->steps : 0, 0);
     const bool has_mma = !(flags & kNoMma);
     // (W phase pairs: which phase of the pair this is; its MMAs go to acc or acc2.)
