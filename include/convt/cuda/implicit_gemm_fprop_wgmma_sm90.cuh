@@ -119,6 +119,7 @@
 #include <type_traits>
 
 #include "convt/cuda/implicit_gemm_fprop_tma_sm90.cuh"
+#include "convt/cuda/fused_copy_work.hpp"
 #include "convt/cuda/wgmma_ss_sm90.cuh"
 
 namespace convt {
@@ -1246,35 +1247,9 @@ __device__ __forceinline__ void fence_proxy_async_global() {
   asm volatile("fence.proxy.async.global;\n" ::: "memory");
 }
 
-// Params::fuse: work item u of the tile counter, a copy tile (true; `copy`: its index in
-// the copy's own order) or a forward tile (false; `tile`, and its chunk). Chunk 0's copy
-// tiles come first; then each chunk c's forward tiles with chunk c + 1's copy tiles spread
-// evenly among them (item i of the L = T + K of chunk c is a copy tile where floor(i K / L)
-// steps up), so that copying and the forward share the time.
-__device__ __forceinline__ bool fused_item(const Params& p, int u, int64_t& copy, int& tile,
-                                           int& chunk) {
-  const int64_t K = p.copy_tiles;
-  const int64_t T = p.fwd_tiles / p.chunks;
-  // (Forward chunk c = g * batch + n; the copy orders its tiles by sample, then group.)
-  auto copy_index = [&](int c, int64_t i) {
-    return (int64_t(c % p.batch) * p.groups + c / p.batch) * K + i;
-  };
-  if (u < K) {
-    copy = copy_index(0, u);
-    return true;
-  }
-  const int64_t v = int64_t(u) - K;
-  const int c = v / (T + K) < p.chunks - 1 ? int(v / (T + K)) : p.chunks - 1;
-  const int64_t i = v - int64_t(c) * (T + K);
-  const int64_t a = c + 1 < p.chunks ? K : 0;
-  const int64_t before = i * a / (T + a), after = (i + 1) * a / (T + a);
-  if (after > before) {
-    copy = copy_index(c + 1, before);
-    return true;
-  }
-  tile = int(int64_t(c) * T + (i - before));
-  chunk = c;
-  return false;
+// Params::fuse: the work list's arithmetic (fused_copy_work.hpp) for this launch.
+__device__ __forceinline__ FusedCopyWork fused_work(const Params& p) {
+  return FusedCopyWork{p.copy_tiles, p.fwd_tiles / p.chunks, p.batch, p.groups};
 }
 
 // Transposes one piece of a K step's raw box into the stage's K-major box. The piece holds
@@ -1556,9 +1531,11 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
       int t = u;
       if constexpr (kFuse) {
         if (p.fuse) {
-          int64_t ci = 0;
+          int64_t ci = 0, ft = 0;
           int chunk = 0;
-          if (fused_item(p, u, ci, t, chunk)) {
+          const bool is_copy = fused_copy_item(fused_work(p), u, ci, ft, chunk);
+          t = int(ft);
+          if (is_copy) {
             // A copy tile: handed to the consumers through the next stage (no bytes), whose
             // memory they use as scratch (so it keeps no weight tiles).
             mbar_wait(empty0 + 8 * stage, parity ^ 1);
@@ -1574,7 +1551,7 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
             continue;
           }
           if (chunk != ready) {
-            // Every copy tile of the chunk was handed out before this tile (fused_item):
+            // Every copy tile of the chunk was handed out before this tile (fused_copy_item):
             // wait for them to be written.
             while (ld_acquire_gpu(p.done + chunk) < p.copy_tiles) __nanosleep(128);
             fence_proxy_async_global();
@@ -1793,9 +1770,8 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
         fence_proxy_async();
         named_sync_consumers();
         if (threadIdx.x == 0) {
-          const int cc = int(ci / p.copy_tiles);  // the copy's chunk: sample x groups + group
           fence_proxy_async_global();
-          red_release_gpu_add(p.done + (cc % p.groups) * p.batch + cc / p.groups, 1);
+          red_release_gpu_add(p.done + fused_copy_chunk(fused_work(p), ci), 1);
         }
         mbar_arrive(empty0 + 8 * stage);
         if (++stage == p.stages) {
