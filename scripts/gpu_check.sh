@@ -25,6 +25,8 @@
 #   bash scripts/gpu_check.sh build install merge   # W phases merged wherever W is strided, against not
 #   ENV_AB="base= noxp=CONVT_WG_XP=0" bash scripts/gpu_check.sh install env-ab
 #     # one build timed under several CONVT_* settings, alternated (scripts/env_ab.py)
+#   ENV_AB="base= old=PYTHONPATH=/tmp/old" bash scripts/gpu_check.sh install install-old env-ab
+#     # against an earlier tree in ./ab (git archive REV | tar -x -C ab; carry ab)
 #
 # Performance steps: install (the Python package only), bench-fwd (fp32 with TF32 and
 # bf16 forward, 10 runs a side, compared case by case with BENCH_BASELINE, by default
@@ -104,6 +106,12 @@ if has python; then
 fi
 if has install; then
   step pip-install env CONVT_ENABLE_CUDA=ON python3 -m pip install --no-build-isolation --no-deps -v .
+fi
+if has install-old; then
+  # An earlier tree in ./ab (e.g. `git archive REV | tar -x -C ab`, carried to the machine)
+  # built into /tmp/old, to time against with ENV_AB="... old=PYTHONPATH=/tmp/old".
+  step pip-install-old env CONVT_ENABLE_CUDA=ON python3 -m pip install --no-build-isolation \
+    --no-deps --target /tmp/old ./ab
 fi
 if has bench-strict; then
   step bench-strict python3 -m convt bench --dtype fp32 --math strict --reps 10 --warmup 2 \

@@ -1120,7 +1120,9 @@ bool wgmma_copy_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
                           const TensorRef& x) {
   const char* v = std::getenv("CONVT_WG_FUSE");
   if (v == nullptr || v[0] != '1') return false;
-  if (!plan.wg || plan.wg_raw || plan.split || x.strides[4] != 1) return false;
+  // (At least two chunks: with one (one group, one sample) the copy could only run first.)
+  if (!plan.wg || plan.wg_raw || plan.split || x.strides[4] != 1 || p.batch * p.groups < 2)
+    return false;
   if (wgmma_channels_last_in_place(plan, p, x) || wgmma_input_transposed_in_kernel(plan, p, x))
     return false;
   if (plan.wg_stage_bytes < wg::transpose_tile_bytes(plan.wg_bk)) return false;
