@@ -1121,16 +1121,44 @@ bool wgmma_copy_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
   const char* v = std::getenv("CONVT_WG_FUSE");
   if (v == nullptr || v[0] != '1') return false;
   // (At least two chunks: with one (one group, one sample) the copy could only run first.)
-  if (!plan.wg || plan.wg_raw || plan.split || x.strides[4] != 1 || p.batch * p.groups < 2)
+  if (!plan.wg || plan.wg_raw || plan.split || plan.wg_wup > 1 || p.batch * p.groups < 2)
     return false;
   if (wgmma_channels_last_in_place(plan, p, x) || wgmma_input_transposed_in_kernel(plan, p, x))
     return false;
-  if (plan.wg_stage_bytes < wg::transpose_tile_bytes(plan.wg_bk)) return false;
-  // (p is the problem the kernel runs: the input's own W where zeros are inserted along W.)
-  const int64_t w = (p.input_size[2] - 1) / plan.wg_wup + 1;
+  // (The copy tiles' raw boxes come through a tensor map over x.)
+  if (x.strides[4] != 1 || !wgmma_input_in_place(p, x)) return false;
+  if (plan.wg_stage_bytes < wg::copy_tile_bytes(plan.wg_bk, int(dtype_size(p.dtype))))
+    return false;
   const int64_t copy_tiles = p.batch * p.groups * plan.wg_cblocks * p.input_size[0] *
-                             p.input_size[1] * ((w + wg::kTransposeW - 1) / wg::kTransposeW);
+                             p.input_size[1] *
+                             ((p.input_size[2] + wg::kTransposeW - 1) / wg::kTransposeW);
   return copy_tiles + plan.wg_tiles < int64_t(INT_MAX) - (int64_t(1) << 22);
+}
+
+bool make_copy_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,
+                          const TensorRef& x) {
+  if (!wgmma_copy_in_kernel(plan, p, x)) return false;
+  const int64_t e = dtype_size(p.dtype);
+  const int64_t cig = p.in_channels_per_group();
+  const cuuint64_t dims[5] = {cuuint64_t(p.input_size[2]), cuuint64_t(cig),
+                              cuuint64_t(p.input_size[1]), cuuint64_t(p.input_size[0]),
+                              cuuint64_t(p.batch * p.groups)};
+  // (As make_xp_tensor_map: dimensions of size 1 get the strides of a dense tensor.)
+  const int64_t sh = p.input_size[1] > 1 ? x.strides[3] * e : round_up(p.input_size[2] * e, 16);
+  const int64_t sd = p.input_size[0] > 1 ? x.strides[2] * e : sh * p.input_size[1];
+  const int64_t sc = cig > 1 ? x.strides[1] * e : sd * p.input_size[0];
+  const int64_t sng = p.groups > 1 ? cig * sc : p.batch > 1 ? x.strides[0] * e : cig * sc;
+  const cuuint64_t gstrides[4] = {cuuint64_t(sc), cuuint64_t(sh), cuuint64_t(sd),
+                                  cuuint64_t(sng)};
+  const cuuint32_t box[5] = {cuuint32_t(wg::kTransposeW), cuuint32_t(plan.wg_bk), 1, 1, 1};
+  const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
+  const CUtensorMapDataType type = p.dtype == DType::kFloat16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                   : p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                                 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  return encode_tiled_fn()(map, type, 5, const_cast<void*>(x.data), dims, gstrides, box, estr,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 bool make_xp_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,

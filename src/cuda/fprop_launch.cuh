@@ -487,9 +487,10 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   int cl_chunks = 0;
   bool xp = false;  // the input transposed in the kernel
   // The copy's tiles run by the forward kernel (CONVT_WG_FUSE, below).
-  bool fuse_copy = false, fuse_vec = false;
+  bool fuse_copy = false;
   int64_t fuse_tiles = 0;
   wg::TransposeParams fuse_tp{};
+  alignas(64) CUtensorMap fuse_map;
   if (plan.wg_raw) {
     // The kernel reads x itself where a tensor map can (wgmma_input_in_place); else x is
     // first copied into the workspace as a contiguous tensor with W padded to 16 bytes.
@@ -551,9 +552,8 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
       // CONVT_WG_FUSE=1 (being measured): the forward kernel runs the copy's tiles itself,
       // each chunk's (group, sample) before its forward tiles and among the previous
       // chunk's (wg::Params::fuse; wgmma_copy_in_kernel says where).
-      if (!kSplit && wgmma_copy_in_kernel(plan, p, x)) {
+      if (!kSplit && make_copy_tensor_map(&fuse_map, plan, p, x)) {
         fuse_copy = true;
-        fuse_vec = vec;
         fuse_tiles = tiles;
         fuse_tp = tp;
       } else if (vec) {
@@ -626,7 +626,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.tiles = int(plan.wg_tiles);
   if (fuse_copy) {
     fp.fuse = 1;
-    fp.copy_vec = fuse_vec ? 1 : 0;
+    fp.copy_map = fuse_map;
     fp.chunks = int(p.batch * p.groups);
     fp.fwd_tiles = int(plan.wg_tiles);
     fp.copy_tiles = int(fuse_tiles / fp.chunks);

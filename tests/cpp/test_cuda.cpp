@@ -1010,11 +1010,11 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaFewerStages,
                                           quick_mode() ? 3 : 1),
                          tma_case_name);
 
-// The input copy's tiles run by the forward kernel itself (CONVT_WG_FUSE=1), handed out by
-// its tile counter before and among the forward tiles that read them: the weight-reuse
-// cases (several tiles a block, 3-D, two channel tiles, channels_last, H and W phases,
-// zeros inserted along W), every precision, against the float64 oracle. The description
-// says where the kernel copies (some of the cases, at least).
+// The input copy's tiles run by the forward kernel itself (CONVT_WG_FUSE=1; raw boxes by
+// TMA, transposed by the consumers), handed out by its tile counter before and among the
+// forward tiles that read them: the weight-reuse cases (several tiles a block, 3-D, two
+// channel tiles, channels_last, H and W phases), every precision, against the float64
+// oracle. The description says where the kernel copies (some of the cases, at least).
 TEST(CudaWgmmaFusedCopy, MatchesFloat64Oracle) {
   const std::string reason = wgmma_unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << reason;

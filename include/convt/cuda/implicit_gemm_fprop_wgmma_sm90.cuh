@@ -306,17 +306,21 @@ struct Params {
   // same ones: the next tile's same step, where the tile's K steps divide the stages and
   // both tiles have one group, channel tile and phase) does not copy them again.
   int w_reuse;
-  // 1 (CONVT_WG_FUSE=1, being measured): the input copy's tiles (transpose_tile, with
-  // `copy`; 16-byte loads where copy_vec) run in this kernel, taken from the tile counter
+  // 1 (CONVT_WG_FUSE=1, being measured): the input copy's tiles (copy_tile, with `copy`;
+  // their raw boxes loaded by the producer through copy_map) run in this kernel, taken from the tile counter
   // with the forward tiles: a chunk's copy tiles (chunk: one (group, sample), the forward
   // tiles' outermost indices) are handed out before its forward tiles and in between the
   // previous chunk's, and a forward tile's input waits for done[its chunk] to reach
   // copy_tiles (each copy tile adds 1 once written). `tiles` then counts both;
   // fwd_tiles / chunks forward tiles and copy_tiles copy tiles a chunk.
-  int fuse, copy_vec;
+  int fuse;
   int chunks, fwd_tiles, copy_tiles;
   int* done;
   TransposeParams copy;
+  // The copy tiles' raw boxes: a tensor map over x, dims (W, channels of a group, H, D,
+  // N * G), box (kTransposeW columns, bk channels, 1, 1, 1), no swizzle (the kernel's
+  // Params are a __grid_constant__ parameter, so that TMA can read it there).
+  CUtensorMap copy_map;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -407,89 +411,28 @@ __global__ void transpose_input_kernel(TransposeParams p) {
 // Positions of an input row per tile of the tiled copy.
 constexpr int kTransposeW = 128;
 
-// One tile of the tiled copy: 128 positions of an input row (t: the tile's index, W tile
-// fastest, then H, D, channel block, group, sample), by threads tid of nthr, through
-// `tile` (bk rows of kTransposeW + 1 floats). sync() orders the threads' shared-memory
-// accesses (every thread calls it twice). Its loops are not unrolled: it runs inside the
-// forward kernel (Params::fuse), whose registers it must not take (unrolled, it made
-// ptxas spill in the float kernel of 256 positions); transpose_input_tiled_kernel is the
-// same copy with a block of its own.
-template <typename T, bool kVec, typename Sync>
-__device__ __forceinline__ void transpose_tile(const TransposeParams& p, int64_t t, float* tile,
-                                               int tid, int nthr, Sync sync) {
-  constexpr int kc = Kc<T>::value;
-  constexpr int kTw = kTransposeW;
-  constexpr int kPitch = kTw + 1;
-  const T* x = static_cast<const T*>(p.x);
-  uint4* xt = static_cast<uint4*>(p.xt);
-  const int subs = p.bk / kc;
-  const int wtiles = (p.in[2] + kTw - 1) / kTw;
-  int64_t r = t;
-  const int w0 = int(r % wtiles) * kTw; r /= wtiles;
-  const int h = int(r % p.in[1]); r /= p.in[1];
-  const int d = int(r % p.in[0]); r /= p.in[0];
-  const int cb = int(r % p.cblocks); r /= p.cblocks;
-  const int g = int(r % p.groups);
-  const int64_t n = r / p.groups;
-  const int64_t base = n * p.x_str[0] + d * p.x_str[2] + h * p.x_str[3];
-  const int c0 = g * p.cig + cb * p.bk;  // the tile's first channel
-  const int cvalid = min(p.bk, p.cig - cb * p.bk);
-  auto load = [&](int i) {
-    if constexpr (kVec) {
-      constexpr int kPer = kTw / kc;  // 16-byte loads per channel row
-      const int c = i / kPer, v = i % kPer, w = w0 + v * kc;
-      union {
-        uint4 u;
-        T e[kc];
-      } u;
-      u.u = make_uint4(0, 0, 0, 0);
-      if (c < cvalid && w < p.in[2])
-        u.u = *reinterpret_cast<const uint4*>(x + base + int64_t(c0 + c) * p.x_str[1] + w);
-#pragma unroll
-      for (int j = 0; j < kc; ++j) tile[c * kPitch + v * kc + j] = Elem<T>::to_float(u.e[j]);
-    } else {
-      const int c = i / kTw, wl = i % kTw, w = w0 + wl;
-      float v = 0.f;
-      if (c < cvalid && w < p.in[2])
-        v = Elem<T>::to_float(x[base + int64_t(c0 + c) * p.x_str[1] + w * p.x_str[4]]);
-      tile[c * kPitch + wl] = v;
-    }
-  };
-  const int loads = kVec ? p.bk * (kTw / kc) : p.bk * kTw;
-#pragma unroll 1
-  for (int i = tid; i < loads; i += nthr) load(i);
-  sync();
-  const int64_t row = ((((n * p.groups + g) * p.cblocks + cb) * p.in[0] + d) * p.in[1] + h) *
-                      int64_t(p.wout);
-  const int wo0 = w0 * p.wup;
-  const int won = min(kTw * p.wup, p.wout - wo0);  // xt columns of the tile
-  auto store = [&](int i) {
-    const int wl = i / subs, sub = i % subs;
-    const int wx = wl / p.wup;
-    const bool hit = wx * p.wup == wl;
-    float v[kc];
-#pragma unroll
-    for (int j = 0; j < kc; ++j) v[j] = hit ? tile[(sub * kc + j) * kPitch + wx] : 0.f;
-    store_xt<T>(xt, (row + wo0 + wl) * subs + sub, v, p);
-  };
-#pragma unroll 1
-  for (int i = tid; i < won * subs; i += nthr) store(i);
-  sync();
+// A tile of the tiled copy (Params::fuse): 128 positions of an input row, its index t
+// ordered W tile fastest, then H, D, channel block, group, sample (as
+// transpose_input_tiled_kernel takes them).
+struct CopyTile {
+  int w0, h, d, cb, g, n;
+};
+__host__ __device__ __forceinline__ CopyTile copy_tile(const TransposeParams& p, int64_t t) {
+  const int wtiles = (p.in[2] + kTransposeW - 1) / kTransposeW;
+  CopyTile c;
+  c.w0 = int(t % wtiles) * kTransposeW; t /= wtiles;
+  c.h = int(t % p.in[1]); t /= p.in[1];
+  c.d = int(t % p.in[0]); t /= p.in[0];
+  c.cb = int(t % p.cblocks); t /= p.cblocks;
+  c.g = int(t % p.groups);
+  c.n = int(t / p.groups);
+  return c;
 }
 
-// A tile of the tiled copy by the forward kernel's 128 consumer threads (Params::fuse).
-template <typename T>
-__device__ __forceinline__ void consumers_copy_tile(const TransposeParams& p, int vec, int64_t t,
-                                                 float* tile) {
-  auto sync = [] { asm volatile("bar.sync 1, 128;\n" ::: "memory"); };
-  if (vec)
-    transpose_tile<T, true>(p, t, tile, threadIdx.x, 128, sync);
-  else
-    transpose_tile<T, false>(p, t, tile, threadIdx.x, 128, sync);
+// Bytes of a copy tile's raw box in shared memory ([bk channels][kTransposeW columns] of T).
+__host__ __device__ constexpr int copy_tile_bytes(int bk, int elem_bytes) {
+  return bk * kTransposeW * elem_bytes;
 }
-
-// Tiles of the tiled copy: bk * (kTransposeW + 1) floats of shared memory each.
-constexpr int transpose_tile_bytes(int bk) { return bk * (kTransposeW + 1) * 4; }
 
 // The copy for inputs whose W stride is 1 (PyTorch's contiguous NC... layout): one block
 // per 128 positions of an input row (n, g, channel block, d, h). It reads the block's bk
@@ -1399,7 +1342,7 @@ __device__ __forceinline__ void xp_transpose_piece_f32(uint32_t piece, uint32_t 
 template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1,
           int WPH = 1, bool kXp = false>
 __global__ void __launch_bounds__(block_threads(kXp), 2)
-    fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
+    fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const __grid_constant__ Params p) {
   static_assert(!kXp || (!kSplit && !kRaw),
                 "the input transposed in the kernel: 16-bit types or TF32");
   static_assert(WPH == 1 || (WPH == 2 && NC > 0 && !kSplit && !kRaw && FOLD == 1),
@@ -1536,14 +1479,18 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
           const bool is_copy = fused_copy_item(fused_work(p), u, ci, ft, chunk);
           t = int(ft);
           if (is_copy) {
-            // A copy tile: handed to the consumers through the next stage (no bytes), whose
-            // memory they use as scratch (so it keeps no weight tiles).
+            // A copy tile: its raw box loaded into the next stage (which then keeps no weight
+            // tiles) for the consumers to transpose into the copy.
             mbar_wait(empty0 + 8 * stage, parity ^ 1);
             StageHeader* hd = reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes);
             hd->flags = kCopy;
             hd->col_step = ci;
             hd->w_src = -1;
-            mbar_arrive_count(full0 + 8 * stage, 1);
+            const CopyTile c = copy_tile(p.copy, ci);
+            const uint32_t full = full0 + 8 * stage;
+            mbar_arrive_expect_tx(full, uint32_t(copy_tile_bytes(p.copy.bk, int(sizeof(T)))));
+            tma_load_5d(smem_addr(stages + size_t(stage) * p.stage_bytes), &p.copy_map, full,
+                        c.w0, c.cb * p.copy.bk, c.h, c.d, c.n * p.groups + c.g);
             if (++stage == p.stages) {
               stage = 0;
               parity ^= 1;
@@ -1760,12 +1707,29 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
     if (flags & kEnd) break;
     if constexpr (kFuse) {
       if (flags & kCopy) {
-        // A tile of the input copy (Params::fuse), through the stage's memory: written,
-        // made visible at GPU scope and counted for its chunk; the stage's generic accesses
-        // ordered before the producer's next TMA writes to it, then released.
+        // A tile of the input copy (Params::fuse): its raw box, [bk channels][kTransposeW
+        // columns] in the stage, transposed into the copy's rows (16 bytes of channels a
+        // store, consecutive threads along W: conflict-free reads of the box), made visible
+        // at GPU scope and counted for its chunk; the stage's reads ordered before the
+        // producer's next TMA writes to it, then released.
         const int64_t ci = __shfl_sync(0xffffffffu, lane == 0 ? h0->col_step : 0, 0);
-        consumers_copy_tile<T>(p.copy, p.copy_vec, ci,
-                               reinterpret_cast<float*>(stages + size_t(stage) * p.stage_bytes));
+        const CopyTile c = copy_tile(p.copy, ci);
+        const T* box = reinterpret_cast<const T*>(stages + size_t(stage) * p.stage_bytes);
+        const int subs = p.copy.bk / kc;
+        const int won = min(kTransposeW, p.copy.in[2] - c.w0);
+        const int64_t row =
+            ((((int64_t(c.n) * p.groups + c.g) * p.cblocks + c.cb) * p.copy.in[0] + c.d) *
+                 p.copy.in[1] + c.h) * int64_t(p.copy.wout) + c.w0;
+        uint4* xt = static_cast<uint4*>(p.copy.xt);
+#pragma unroll 1
+        for (int i = threadIdx.x; i < won * subs; i += 128) {
+          const int w = i % won, sub = i / won;
+          float v[kc];
+#pragma unroll
+          for (int j = 0; j < kc; ++j)
+            v[j] = Elem<T>::to_float(box[(sub * kc + j) * kTransposeW + w]);
+          store_xt<T>(xt, (row + w) * subs + sub, v, p.copy);
+        }
         __threadfence();
         fence_proxy_async();
         named_sync_consumers();
