@@ -1135,35 +1135,10 @@ bool wgmma_copy_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
   return copy_tiles + plan.wg_tiles < int64_t(INT_MAX) - (int64_t(1) << 22);
 }
 
-bool make_copy_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,
-                          const TensorRef& x) {
-  if (!wgmma_copy_in_kernel(plan, p, x)) return false;
-  const int64_t e = dtype_size(p.dtype);
-  const int64_t cig = p.in_channels_per_group();
-  const cuuint64_t dims[5] = {cuuint64_t(p.input_size[2]), cuuint64_t(cig),
-                              cuuint64_t(p.input_size[1]), cuuint64_t(p.input_size[0]),
-                              cuuint64_t(p.batch * p.groups)};
-  // (As make_xp_tensor_map: dimensions of size 1 get the strides of a dense tensor.)
-  const int64_t sh = p.input_size[1] > 1 ? x.strides[3] * e : round_up(p.input_size[2] * e, 16);
-  const int64_t sd = p.input_size[0] > 1 ? x.strides[2] * e : sh * p.input_size[1];
-  const int64_t sc = cig > 1 ? x.strides[1] * e : sd * p.input_size[0];
-  const int64_t sng = p.groups > 1 ? cig * sc : p.batch > 1 ? x.strides[0] * e : cig * sc;
-  const cuuint64_t gstrides[4] = {cuuint64_t(sc), cuuint64_t(sh), cuuint64_t(sd),
-                                  cuuint64_t(sng)};
-  const cuuint32_t box[5] = {cuuint32_t(wg::kTransposeW), cuuint32_t(plan.wg_bk), 1, 1, 1};
-  const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
-  const CUtensorMapDataType type = p.dtype == DType::kFloat16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                   : p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                                 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  return encode_tiled_fn()(map, type, 5, const_cast<void*>(x.data), dims, gstrides, box, estr,
-                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-bool make_xp_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,
-                        const TensorRef& x) {
-  if (!wgmma_input_transposed_in_kernel(plan, p, x)) return false;
+// A tensor map over x itself (readable as wgmma_input_in_place says), dims (W, channels of
+// a group, H, D, N * G), box (cols, chans, rows, 1, 1).
+static bool encode_x_boxes(CUtensorMap* map, const Problem& p, const TensorRef& x, int64_t cols,
+                           int64_t chans, int64_t rows, CUtensorMapSwizzle swizzle) {
   const int64_t e = dtype_size(p.dtype);
   const int64_t cig = p.in_channels_per_group();
   const cuuint64_t dims[5] = {cuuint64_t(p.input_size[2]), cuuint64_t(cig),
@@ -1176,18 +1151,30 @@ bool make_xp_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, con
   const int64_t sng = p.groups > 1 ? cig * sc : p.batch > 1 ? x.strides[0] * e : cig * sc;
   const cuuint64_t gstrides[4] = {cuuint64_t(sc), cuuint64_t(sh), cuuint64_t(sd),
                                   cuuint64_t(sng)};
-  const cuuint32_t box[5] = {cuuint32_t(wg::kXpCols), cuuint32_t(plan.wg_bk),
-                             cuuint32_t(plan.wg_xp_rows), 1, 1};
+  const cuuint32_t box[5] = {cuuint32_t(cols), cuuint32_t(chans), cuuint32_t(rows), 1, 1};
   const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
   const CUtensorMapDataType type = p.dtype == DType::kFloat16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                    : p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  // (A piece's lines are its 32 columns: 64 bytes in 16-bit types, 128 in float.)
-  const CUtensorMapSwizzle swizzle = e == 2 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
   return encode_tiled_fn()(map, type, 5, const_cast<void*>(x.data), dims, gstrides, box, estr,
                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+bool make_xp_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,
+                        const TensorRef& x) {
+  if (!wgmma_input_transposed_in_kernel(plan, p, x)) return false;
+  // (A piece's lines are its 32 columns: 64 bytes in 16-bit types, 128 in float.)
+  return encode_x_boxes(map, p, x, wg::kXpCols, plan.wg_bk, plan.wg_xp_rows,
+                        dtype_size(p.dtype) == 2 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                 : CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
+bool make_copy_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,
+                          const TensorRef& x) {
+  if (!wgmma_copy_in_kernel(plan, p, x)) return false;
+  return encode_x_boxes(map, p, x, wg::kTransposeW, plan.wg_bk, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 namespace {
