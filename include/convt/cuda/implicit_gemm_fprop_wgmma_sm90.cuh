@@ -307,12 +307,13 @@ struct Params {
   // both tiles have one group, channel tile and phase) does not copy them again.
   int w_reuse;
   // 1 (CONVT_WG_FUSE=1, being measured): the input copy's tiles (copy_tile, with `copy`;
-  // their raw boxes loaded by the producer through copy_map) run in this kernel, taken from the tile counter
-  // with the forward tiles: a chunk's copy tiles (chunk: one (group, sample), the forward
-  // tiles' outermost indices) are handed out before its forward tiles and in between the
-  // previous chunk's, and a forward tile's input waits for done[its chunk] to reach
-  // copy_tiles (each copy tile adds 1 once written). `tiles` then counts both;
-  // fwd_tiles / chunks forward tiles and copy_tiles copy tiles a chunk.
+  // their raw boxes loaded by the producer through copy_map) run in this kernel, taken
+  // from the tile counter with the forward tiles (fused_copy_work.hpp): a chunk's copy
+  // tiles (chunk: one (group, sample), the forward tiles' outermost indices) are handed out
+  // before its forward tiles and in between the previous chunk's, and a forward tile's
+  // input waits for done[its chunk] to reach copy_tiles (each copy tile adds 1 once
+  // written). `tiles` then counts both; fwd_tiles / chunks forward tiles and copy_tiles
+  // copy tiles a chunk.
   int fuse;
   int chunks, fwd_tiles, copy_tiles;
   int* done;
