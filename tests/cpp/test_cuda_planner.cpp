@@ -921,6 +921,43 @@ TEST(CudaPlanner, ChannelsLastInputsReadInPlaceWhereTheLayoutIsTheCopys) {
 
 }  // namespace
 
+// Where the wgmma kernel runs the copy's tiles itself (CONVT_WG_FUSE=1,
+// wgmma_copy_in_kernel): only when asked for, only on plans that read the tiled copy of a
+// contiguous NC... input (not transposed in the kernel, not read in place, no split TF32,
+// no zeros inserted along W), with two (group, sample) pairs or more and a copy tile's raw
+// box (bk x 128 elements) within a stage; and there on most such plans.
+TEST(CudaPlanner, FusedCopyOnlyWhereTheTiledCopyRunsAndFits) {
+  int fused = 0, eligible = 0;
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p0, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg) return;
+    const Problem p = convt::cuda::wgmma_problem(plan, p0);
+    const int64_t n = p.batch, c = p.in_channels, d = p.input_size[0], h = p.input_size[1],
+                  w = p.input_size[2];
+    void* aligned = reinterpret_cast<void*>(uintptr_t(1) << 20);
+    const convt::TensorRef x(aligned, p.dtype, convt::Device::cuda(0), {n, c, d, h, w},
+                             {c * d * h * w, d * h * w, h * w, w, 1});
+    unsetenv("CONVT_WG_FUSE");
+    EXPECT_FALSE(convt::cuda::wgmma_copy_in_kernel(plan, p, x));
+    setenv("CONVT_WG_FUSE", "1", 1);
+    const bool got = convt::cuda::wgmma_copy_in_kernel(plan, p, x);
+    unsetenv("CONVT_WG_FUSE");
+    const int64_t e = convt::dtype_size(p.dtype);
+    const bool copied = !plan.wg_raw && !plan.split && plan.wg_wup == 1 &&
+                        !convt::cuda::wgmma_input_transposed_in_kernel(plan, p, x) &&
+                        convt::cuda::wgmma_input_in_place(p, x);
+    if (got) {
+      EXPECT_TRUE(copied) << plan.describe();
+      EXPECT_GE(p.batch * p.groups, 2);
+      EXPECT_GE(int64_t(plan.wg_stage_bytes), plan.wg_bk * 128 * e);
+      ++fused;
+    }
+    if (copied && p.batch * p.groups >= 2) ++eligible;
+  });
+  EXPECT_GT(fused, 50);
+  EXPECT_GT(fused * 10, eligible * 9) << fused << " of " << eligible;
+}
+
 // The work list of the wgmma kernel running the copy's tiles itself (CONVT_WG_FUSE):
 // every copy tile and every forward tile once; every copy tile that a chunk's forward tiles
 // read (copy chunk n * groups + g for forward chunk g * batch + n) before the chunk's first
