@@ -875,6 +875,19 @@ TEST(CudaPlanner, WeightTilesResidentWhereTheKStepsFitTheStages) {
   EXPECT_GT(xp_resident, 3);
 }
 
+// A 16-byte-aligned (never dereferenced) input of p's shape, contiguous (NC...) or
+// channels_last.
+convt::TensorRef fake_input(const Problem& p, bool channels_last) {
+  const int64_t n = p.batch, c = p.in_channels, d = p.input_size[0], h = p.input_size[1],
+                w = p.input_size[2];
+  void* aligned = reinterpret_cast<void*>(uintptr_t(1) << 20);
+  if (channels_last)
+    return convt::TensorRef(aligned, p.dtype, convt::Device::cuda(0), {n, c, d, h, w},
+                            {d * h * w * c, 1, h * w * c, w * c, c});
+  return convt::TensorRef(aligned, p.dtype, convt::Device::cuda(0), {n, c, d, h, w},
+                          {c * d * h * w, d * h * w, h * w, w, 1});
+}
+
 // A channels_last input is read in place (no copy) only where its layout is the copy's: 16-bit
 // elements (float32 needs the copy's TF32 rounding), a 1-D or 2-D problem (the tensor map has
 // no dimension to spare for D), no zeros inserted along W, every group's channels a whole
@@ -890,11 +903,8 @@ TEST(CudaPlanner, ChannelsLastInputsReadInPlaceWhereTheLayoutIsTheCopys) {
     const int64_t n = p.batch, c = p.in_channels, d = p.input_size[0], h = p.input_size[1],
                   w = p.input_size[2];
     const int64_t e = convt::dtype_size(p.dtype);
-    void* aligned = reinterpret_cast<void*>(uintptr_t(1) << 20);
-    const convt::TensorRef cl(aligned, p.dtype, convt::Device::cuda(0), {n, c, d, h, w},
-                              {d * h * w * c, 1, h * w * c, w * c, c});
-    const convt::TensorRef nc(aligned, p.dtype, convt::Device::cuda(0), {n, c, d, h, w},
-                              {c * d * h * w, d * h * w, h * w, w, 1});
+    const convt::TensorRef cl = fake_input(p, true), nc = fake_input(p, false);
+    void* aligned = cl.data;
     const bool sixteen = p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16;
     const bool expect = sixteen && !plan.split && !plan.wg_raw && plan.wg_wup == 1 && d == 1 &&
                         p.in_channels_per_group() % plan.wg_bk == 0 && (c * e) % 16 == 0 &&
@@ -932,11 +942,7 @@ TEST(CudaPlanner, FusedCopyOnlyWhereTheTiledCopyRunsAndFits) {
                                                              const Plan& plan) {
     if (!plan.usable || !plan.wg) return;
     const Problem p = convt::cuda::wgmma_problem(plan, p0);
-    const int64_t n = p.batch, c = p.in_channels, d = p.input_size[0], h = p.input_size[1],
-                  w = p.input_size[2];
-    void* aligned = reinterpret_cast<void*>(uintptr_t(1) << 20);
-    const convt::TensorRef x(aligned, p.dtype, convt::Device::cuda(0), {n, c, d, h, w},
-                             {c * d * h * w, d * h * w, h * w, w, 1});
+    const convt::TensorRef x = fake_input(p, false);
     unsetenv("CONVT_WG_FUSE");
     EXPECT_FALSE(convt::cuda::wgmma_copy_in_kernel(plan, p, x));
     setenv("CONVT_WG_FUSE", "1", 1);
