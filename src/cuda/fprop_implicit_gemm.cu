@@ -570,6 +570,10 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
     plan.wg_w_off = int(w_off);
     plan.wg_ws_off = copies == 2 ? int(w_off + wbytes) : 0;
     plan.wg_wbox = int(wbox);
+    // (A K step's largest tap shift is its first tap's: (hb - 1) H taps and the W halo;
+    // the MMAs read wg_n positions from there, from the residual box too with split TF32.)
+    const int64_t shift_max = (hbox - best_rows) * wbox + (wbox - best_wv);
+    plan.wg_a_bytes = raw ? 0 : int(xs_off + (shift_max + best_n) * bk * e);
     return true;
   };
   auto bk_allowed = [&](int64_t bk) {
@@ -693,6 +697,15 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
       plan.wg_w_resident = true;
     }
   }
+  // The MMAs' reads from the last stage (wg_a_bytes) within the block's shared memory: where
+  // they are not (boxes far smaller than the tile's positions, and large stages), fewer
+  // stages.
+  while (wgmma_shared_bytes(plan) > std::size_t(wg::kBlockSmem) && plan.wg_stages > 2) {
+    --plan.wg_stages;
+    plan.wg_w_resident = plan.wg_w_resident && plan.wg_stages % plan.wg_steps == 0;
+  }
+  if (wgmma_shared_bytes(plan) > std::size_t(wg::kBlockSmem))
+    return no("the MMAs' reads past the box leave no two stages");
   const int64_t co_tiles = (cog + cw - 1) / cw;
   // (Scattered W taps: one W phase; merged W phases: a tile runs them all.)
   const int64_t phases =
@@ -758,12 +771,19 @@ static bool memory_bound_with_w_zeros(const Problem& p, bool split, int nc) {
 
 std::size_t wgmma_shared_bytes(const ImplicitGemmFpropPlan& plan) {
   const int epi = std::max(plan.wg_epi_bytes, wg::kEpiBytes);
-  if (plan.wg_xp)
-    return std::size_t(wg::xp_area_offset(plan.wg_stages, plan.wg_stage_bytes, epi)) +
-           std::size_t(plan.wg_xp_pieces) * plan.wg_xp_piece_bytes +
-           wg::kXpMetaBytes + 1024;
-  return std::size_t(plan.wg_stages) * plan.wg_stage_bytes + wg::kMaxStages * wg::kHeaderBytes +
-         std::size_t(epi) + wg::kInfoBytes + wg::kBarrierBytes + 1024;
+  const std::size_t layout =
+      plan.wg_xp ? std::size_t(wg::xp_area_offset(plan.wg_stages, plan.wg_stage_bytes, epi)) +
+                       std::size_t(plan.wg_xp_pieces) * plan.wg_xp_piece_bytes +
+                       wg::kXpMetaBytes
+                 : std::size_t(plan.wg_stages) * plan.wg_stage_bytes +
+                       wg::kMaxStages * wg::kHeaderBytes + std::size_t(epi) + wg::kInfoBytes +
+                       wg::kBarrierBytes;
+  // (The last stage's MMAs read wg_a_bytes from its start; both terms grow by stage_bytes a
+  // stage, so that the launch may take stages off by stage_bytes each.) 1024: the stages'
+  // alignment.
+  const std::size_t reads =
+      std::size_t(std::max(plan.wg_stages - 1, 0)) * plan.wg_stage_bytes + plan.wg_a_bytes;
+  return std::max(layout, reads) + 1024;
 }
 
 std::size_t wgmma_max_shared_bytes() { return wg::kBlockSmem; }

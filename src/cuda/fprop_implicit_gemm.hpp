@@ -46,6 +46,11 @@ struct ImplicitGemmFpropPlan {
   // Offsets within a stage of the weight tiles, and (split TF32) of the residual box and
   // residual weight tiles.
   int wg_w_off = 0, wg_xs_off = 0, wg_ws_off = 0;
+  // Bytes from a stage's start that its MMAs read: every tap's shifted run of wg_n
+  // flattened positions, of which those past the box (dropped outputs) read the weight
+  // tiles and what follows the stage; the block's shared memory covers them from the last
+  // stage (wgmma_shared_bytes). 0 where the stage itself holds that room (reading in place).
+  int wg_a_bytes = 0;
   // Workspace: packed weight at 0, the input copy at wg_xt_offset, the tile counter.
   std::size_t wg_xt_offset = 0, wg_counter_offset = 0;
   // Zeros inserted along W (wg_wup = the W stride, else 1): the input copy holds input

@@ -336,6 +336,16 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
     EXPECT_EQ(plan.wg_stage_bytes % 1024, 0);
     EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
     EXPECT_GE(plan.wg_stages, 2);
+    // The MMAs of a stage read wg_n positions (rows of bk channels) from its box at each tap's
+    // shift, whatever the box holds: from the last stage too, within the block's shared memory
+    // (after up to 1023 bytes of alignment).
+    if (!plan.wg_raw) {
+      const int64_t row = int64_t(plan.wg_bk) * convt::dtype_size(p.dtype);
+      EXPECT_GE(int64_t(convt::cuda::wgmma_shared_bytes(plan)),
+                int64_t(plan.wg_stages - 1) * plan.wg_stage_bytes + plan.wg_xs_off +
+                    plan.wg_n * row + 1023)
+          << p.to_string();
+    }
     // The input transposed in the kernel: 16-bit types and TF32 (not split), unfolded tiles,
     // no zeros inserted (W phase pairs only in 16-bit types); its raw box (32 columns x bk
     // channels x hbox rows) a TMA box, its slots within the block's shared memory (above).
@@ -435,6 +445,39 @@ bool memory_bound_with_w_zeros(const Problem& p, double balance) {
                             double(p.in_channels) * double(p.out_channels_per_group()) * taps +
                             double(p.batch) * double(p.out_channels) * out);
   return 2 * macs * double(p.stride[2]) <= balance * bytes;
+}
+
+// A tile far larger than its box (24 of 256 positions valid, two stages holding its two K
+// steps' weight tiles): the MMAs of the last stage read 256 positions past its start, well
+// beyond the stage, and the block's shared memory still holds them (an H100 reported
+// out-of-range shared reads here when it did not).
+TEST(CudaPlanner, SharedMemoryHoldsTheMmaReadsPastASmallBox) {
+  Problem p;
+  p.spatial_dims = 3;
+  p.batch = 2;
+  p.in_channels = 128;
+  p.out_channels = 2;
+  p.groups = 2;
+  p.input_size = {1, 3, 11};
+  p.kernel_size = {1, 3, 3};
+  p.stride = {1, 3, 2};
+  p.padding = {0, 3, 1};
+  p.output_padding = {0, 2, 0};
+  p.dilation = {1, 1, 2};
+  p.has_bias = true;
+  p.dtype = DType::kFloat32;
+  ASSERT_NO_THROW(p.validate());
+  ExecOptions opt;
+  opt.math = MathMode::kAllowTF32;
+  opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+  const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p.canonical3d(), opt);
+  ASSERT_TRUE(plan.usable && plan.wg) << plan.wg_reason;
+  EXPECT_LT(plan.wg_used, 0.2);
+  const int64_t row = int64_t(plan.wg_bk) * 4;
+  EXPECT_LT(plan.wg_box_bytes + plan.wg_n * row / 2, plan.wg_n * row);
+  EXPECT_GE(int64_t(convt::cuda::wgmma_shared_bytes(plan)),
+            int64_t(plan.wg_stages - 1) * plan.wg_stage_bytes + plan.wg_n * row + 1023);
+  EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
 }
 
 // The dispatcher's choice between the wgmma kernel and the TMA kernel (where the wgmma
