@@ -731,10 +731,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   plan.wg_xt_offset = std::size_t(round_up(wbytes, 256));
   plan.wg_counter_offset = std::size_t(round_up(int64_t(plan.wg_xt_offset) + xbytes, 256));
   plan.wg = true;
-  // (The tile counter, the non-finite flag, and the copy tiles' count per (group, sample)
-  // where the kernel runs the copy's tiles itself, CONVT_WG_FUSE.)
-  plan.workspace_bytes = std::max(
-      plan.workspace_bytes, plan.wg_counter_offset + 256 + std::size_t(4 * p.batch * p.groups));
+  plan.workspace_bytes = std::max(plan.workspace_bytes, plan.wg_counter_offset + 256);
 }
 
 // p with zeros inserted along W, wup - 1 between neighbouring input columns, and W stride
@@ -1136,25 +1133,6 @@ bool wgmma_input_transposed_in_kernel(const ImplicitGemmFpropPlan& plan, const P
   return wgmma_input_in_place(p, x);
 }
 
-bool wgmma_copy_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
-                          const TensorRef& x) {
-  const char* v = std::getenv("CONVT_WG_FUSE");
-  if (v == nullptr || v[0] != '1') return false;
-  // (At least two chunks: with one (one group, one sample) the copy could only run first.)
-  if (!plan.wg || plan.wg_raw || plan.split || plan.wg_wup > 1 || p.batch * p.groups < 2)
-    return false;
-  if (wgmma_channels_last_in_place(plan, p, x) || wgmma_input_transposed_in_kernel(plan, p, x))
-    return false;
-  // (The copy tiles' raw boxes come through a tensor map over x.)
-  if (x.strides[4] != 1 || !wgmma_input_in_place(p, x)) return false;
-  if (plan.wg_stage_bytes < wg::copy_tile_bytes(plan.wg_bk, int(dtype_size(p.dtype))))
-    return false;
-  const int64_t copy_tiles = p.batch * p.groups * plan.wg_cblocks * p.input_size[0] *
-                             p.input_size[1] *
-                             ((p.input_size[2] + wg::kTransposeW - 1) / wg::kTransposeW);
-  return copy_tiles + plan.wg_tiles < int64_t(INT_MAX) - (int64_t(1) << 22);
-}
-
 // A tensor map over x itself (readable as wgmma_input_in_place says), dims (W, channels of
 // a group, H, D, N * G), box (cols, chans, rows, 1, 1).
 static bool encode_x_boxes(CUtensorMap* map, const Problem& p, const TensorRef& x, int64_t cols,
@@ -1189,12 +1167,6 @@ bool make_xp_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, con
   return encode_x_boxes(map, p, x, wg::kXpCols, plan.wg_bk, plan.wg_xp_rows,
                         dtype_size(p.dtype) == 2 ? CU_TENSOR_MAP_SWIZZLE_64B
                                                  : CU_TENSOR_MAP_SWIZZLE_128B);
-}
-
-bool make_copy_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,
-                          const TensorRef& x) {
-  if (!wgmma_copy_in_kernel(plan, p, x)) return false;
-  return encode_x_boxes(map, p, x, wg::kTransposeW, plan.wg_bk, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 namespace {
@@ -1346,8 +1318,6 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
           ? ", channels_last input read in place"
       : wgmma_input_transposed_in_kernel(plan, wgmma_problem(plan, p), x)
           ? ", input transposed in the kernel"
-      : wgmma_copy_in_kernel(plan, wgmma_problem(plan, p), x)
-          ? ", input copied by the forward kernel's own tiles"
       : !plan.wg_raw               ? ""
       : wgmma_input_in_place(p, x) ? ", input read in place (A from registers)"
                                     : ", input padded, then read in place (A from registers)",

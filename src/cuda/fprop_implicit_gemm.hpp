@@ -160,15 +160,6 @@ bool wgmma_channels_last_in_place(const ImplicitGemmFpropPlan& plan, const Probl
 bool wgmma_input_transposed_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                       const TensorRef& x);
 
-// Whether the wgmma kernel of `plan` runs the input copy's tiles itself (CONVT_WG_FUSE=1,
-// being measured; wg::Params::fuse): where the input is copied by the tiled copy (W stride
-// 1, not transposed in the kernel nor read in place, one copy, no zeros inserted along W)
-// and a tensor map can read x as it is (wgmma_input_in_place), there are at least two
-// (group, sample) chunks, a copy tile's raw box fits a stage, and the tile counter's items
-// fit an int. p: the problem as the kernel runs it.
-bool wgmma_copy_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
-                          const TensorRef& x);
-
 // Whether (and how) the implicit-GEMM kernel runs this canonical problem.
 ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptions& opt);
 

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
 #include <cstdint>
 #include <cstdlib>
 
@@ -299,13 +298,17 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
   };
   int per_sm = occupancy(smem);
   wg::Params q = fp;
-  // CONVT_WG_OCC=1 (being measured): the most stages, at least two, that let more blocks
-  // share a multiprocessor than the plan's do, where the kernel's registers allow more
-  // than shared memory does (the planner sizes the stages for two blocks). Each stage is
-  // stage_bytes of the block's shared memory, and the stages come first (the transposed
-  // input's ring after them, xp_area_offset), so a stage fewer is stage_bytes less.
+  // Of the plan's stages, the most (at least two) that let more blocks share a
+  // multiprocessor than all of them do, where the kernel's registers allow more blocks than
+  // its shared memory does (the planner sizes the stages for two blocks). Measured on an
+  // H200: kb72 in bfloat16 0.30 -> 0.25 ms (more blocks per multiprocessor), every other suite
+  // case unchanged; CONVT_WG_OCC=0 keeps the plan's stages. Each stage is stage_bytes of the
+  // block's shared memory, and the stages come first (the transposed input's ring after
+  // them, xp_area_offset), so a stage fewer is stage_bytes less (and so are the MMAs'
+  // reads past the last stage, wgmma_shared_bytes). A stage's weight tiles are kept only
+  // where the producer's record says it holds them (Params::w_reuse), whatever the stages.
   const char* occ_env = std::getenv("CONVT_WG_OCC");
-  if (occ_env != nullptr && occ_env[0] == '1' && q.stages > 2) {
+  if ((occ_env == nullptr || occ_env[0] != '0') && q.stages > 2) {
     for (int st = q.stages - 1; st >= 2; --st) {
       const std::size_t bytes = smem - std::size_t(q.stages - st) * std::size_t(q.stage_bytes);
       const int n = occupancy(bytes);
@@ -486,11 +489,6 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   alignas(64) CUtensorMap map;
   int cl_chunks = 0;
   bool xp = false;  // the input transposed in the kernel
-  // The copy's tiles run by the forward kernel (CONVT_WG_FUSE, below).
-  bool fuse_copy = false;
-  int64_t fuse_tiles = 0;
-  wg::TransposeParams fuse_tp{};
-  alignas(64) CUtensorMap fuse_map;
   if (plan.wg_raw) {
     // The kernel reads x itself where a tensor map can (wgmma_input_in_place); else x is
     // first copied into the workspace as a contiguous tensor with W padded to 16 bytes.
@@ -549,14 +547,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
       const int64_t tiles = int64_t(tp.batch) * tp.groups * tp.cblocks * tp.in[0] * tp.in[1] *
                             ((tp.in[2] + wg::kTransposeW - 1) / wg::kTransposeW);
       const unsigned tblocks = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t(1) << 20));
-      // CONVT_WG_FUSE=1 (being measured): the forward kernel runs the copy's tiles itself,
-      // each chunk's (group, sample) before its forward tiles and among the previous
-      // chunk's (wg::Params::fuse; wgmma_copy_in_kernel says where).
-      if (!kSplit && make_copy_tensor_map(&fuse_map, plan, p, x)) {
-        fuse_copy = true;
-        fuse_tiles = tiles;
-        fuse_tp = tp;
-      } else if (vec) {
+      if (vec) {
         wg::transpose_input_tiled_kernel<T, true><<<tblocks, 256, 0, opt.stream>>>(tp);
       } else {
         wg::transpose_input_tiled_kernel<T, false><<<tblocks, 256, 0, opt.stream>>>(tp);
@@ -624,18 +615,6 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.row_groups = int((q[1] + plan.wg_rows - 1) / plan.wg_rows);
   fp.col_segs = int((q[2] + plan.wg_wv - 1) / plan.wg_wv);
   fp.tiles = int(plan.wg_tiles);
-  if (fuse_copy) {
-    fp.fuse = 1;
-    fp.copy_map = fuse_map;
-    fp.chunks = int(p.batch * p.groups);
-    fp.fwd_tiles = int(plan.wg_tiles);
-    fp.copy_tiles = int(fuse_tiles / fp.chunks);
-    fp.done = counter + 2;
-    fp.copy = fuse_tp;
-    fp.tiles = int(plan.wg_tiles + fuse_tiles);
-    check_cuda(cudaMemsetAsync(fp.done, 0, std::size_t(fp.chunks) * sizeof(int), opt.stream),
-               "cudaMemsetAsync");
-  }
   fp.stages = plan.wg_stages;
   fp.stage_bytes = plan.wg_stage_bytes;
   fp.box_bytes = plan.wg_box_bytes;

@@ -44,13 +44,6 @@ bool make_channels_last_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan
 bool make_xp_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,
                         const TensorRef& x);
 
-// The tensor map of the copy tiles' raw boxes where the wgmma kernel runs the input copy's
-// tiles itself (wgmma_copy_in_kernel; wg::Params::copy_map): dims (W, channels of a group,
-// H, D, N * G), box (wg::kTransposeW columns, bk channels, 1, 1, 1), no swizzle; false where
-// wgmma_copy_in_kernel says no or the driver declines it (the copy kernel runs then).
-bool make_copy_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,
-                          const TensorRef& x);
-
 // Makes the tensor map of the wgmma kernel's input (see launch_fprop_wgmma): strides null,
 // the blocked copy at `data`; else, for the kernel reading the input in place, the
 // (N, C, D, H, W) input at `data` with element strides `strides`.

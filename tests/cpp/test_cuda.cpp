@@ -982,11 +982,11 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaWeightReuse,
                                           quick_mode() ? 3 : 1),
                          tma_case_name);
 
-// Fewer stages than the planner sized: the most that let more blocks share a
-// multiprocessor, chosen at launch from the kernel's occupancy (CONVT_WG_OCC=1; plans of
-// three stages or more whose kernel's registers allow a third block), and at most two
-// (CONVT_WG_MAX_STAGES=2: weight tiles resident only where a tile has one or two K steps).
-// The same cases as CudaWgmmaWeightReuse, every precision, against the float64 oracle.
+// Stages other than the launch's default (which takes, of the plan's, the most that let
+// more blocks share a multiprocessor where the kernel's registers allow it): the plan's own
+// (CONVT_WG_OCC=0), and at most two (CONVT_WG_MAX_STAGES=2: weight tiles resident only
+// where a tile has one or two K steps). The same cases as CudaWgmmaWeightReuse, every
+// precision, against the float64 oracle.
 class CudaWgmmaFewerStages : public ::testing::TestWithParam<int> {};
 
 TEST_P(CudaWgmmaFewerStages, MatchesFloat64Oracle) {
@@ -994,8 +994,8 @@ TEST_P(CudaWgmmaFewerStages, MatchesFloat64Oracle) {
   if (!reason.empty()) GTEST_SKIP() << reason;
   const Case& c = weight_reuse_case_list()[static_cast<size_t>(GetParam())];
   {
-    SCOPED_TRACE("CONVT_WG_OCC=1");
-    const ScopedEnv occ("CONVT_WG_OCC", "1");
+    SCOPED_TRACE("CONVT_WG_OCC=0");
+    const ScopedEnv occ("CONVT_WG_OCC", "0");
     check_wgmma_case(c, 7919u * uint64_t(GetParam()) + 5, expect_wgmma_kernel);
   }
   {
@@ -1009,29 +1009,6 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaFewerStages,
                          ::testing::Range(0, static_cast<int>(weight_reuse_case_list().size()),
                                           quick_mode() ? 3 : 1),
                          tma_case_name);
-
-// The input copy's tiles run by the forward kernel itself (CONVT_WG_FUSE=1; raw boxes by
-// TMA, transposed by the consumers), handed out by its tile counter before and among the
-// forward tiles that read them: the weight-reuse cases (several tiles a block, 3-D, two
-// channel tiles, channels_last, H and W phases), every precision, against the float64
-// oracle. The description says where the kernel copies (some of the cases, at least).
-TEST(CudaWgmmaFusedCopy, MatchesFloat64Oracle) {
-  const std::string reason = wgmma_unavailable_reason();
-  if (!reason.empty()) GTEST_SKIP() << reason;
-  const ScopedEnv fuse("CONVT_WG_FUSE", "1");
-  int fused = 0;
-  const auto expect = [&](const Precision& precision, bool split, const std::string& what) {
-    expect_wgmma_kernel(precision, split, what);
-    if (what.find("forward kernel's own tiles") != std::string::npos) {
-      EXPECT_FALSE(split) << what;
-      ++fused;
-    }
-  };
-  const auto& cases = weight_reuse_case_list();
-  for (size_t i = 0; i < cases.size(); i += quick_mode() ? 3 : 1)
-    check_wgmma_case(cases[i], 104729u * uint64_t(i) + 3, expect);
-  EXPECT_GT(fused, 0);
-}
 
 // The wgmma kernel's other tiles, asked for with CONVT_WG_NC on every other case: 64
 // channels x N positions where the planner would take a position-major tile (groups of at

@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "convt/convt.hpp"
-#include "convt/cuda/fused_copy_work.hpp"
 #include "cuda/fprop_implicit_gemm.hpp"
 
 namespace {
@@ -974,100 +973,3 @@ TEST(CudaPlanner, ChannelsLastInputsReadInPlaceWhereTheLayoutIsTheCopys) {
 
 }  // namespace
 
-// Where the wgmma kernel runs the copy's tiles itself (CONVT_WG_FUSE=1,
-// wgmma_copy_in_kernel): only when asked for, only on plans that read the tiled copy of a
-// contiguous NC... input (not transposed in the kernel, not read in place, no split TF32,
-// no zeros inserted along W), with two (group, sample) pairs or more and a copy tile's raw
-// box (bk x 128 elements) within a stage; and there on most such plans.
-TEST(CudaPlanner, FusedCopyOnlyWhereTheTiledCopyRunsAndFits) {
-  int fused = 0, eligible = 0;
-  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p0, MathMode,
-                                                             const Plan& plan) {
-    if (!plan.usable || !plan.wg) return;
-    const Problem p = convt::cuda::wgmma_problem(plan, p0);
-    const convt::TensorRef x = fake_input(p, false);
-    unsetenv("CONVT_WG_FUSE");
-    EXPECT_FALSE(convt::cuda::wgmma_copy_in_kernel(plan, p, x));
-    setenv("CONVT_WG_FUSE", "1", 1);
-    const bool got = convt::cuda::wgmma_copy_in_kernel(plan, p, x);
-    unsetenv("CONVT_WG_FUSE");
-    const int64_t e = convt::dtype_size(p.dtype);
-    const bool copied = !plan.wg_raw && !plan.split && plan.wg_wup == 1 &&
-                        !convt::cuda::wgmma_input_transposed_in_kernel(plan, p, x) &&
-                        convt::cuda::wgmma_input_in_place(p, x);
-    if (got) {
-      EXPECT_TRUE(copied) << plan.describe();
-      EXPECT_GE(p.batch * p.groups, 2);
-      EXPECT_GE(int64_t(plan.wg_stage_bytes), plan.wg_bk * 128 * e);
-      ++fused;
-    }
-    if (copied && p.batch * p.groups >= 2) ++eligible;
-  });
-  EXPECT_GT(fused, 50);
-  EXPECT_GT(fused * 10, eligible * 9) << fused << " of " << eligible;
-}
-
-// The work list of the wgmma kernel running the copy's tiles itself (CONVT_WG_FUSE):
-// every copy tile and every forward tile once; every copy tile that a chunk's forward tiles
-// read (copy chunk n * groups + g for forward chunk g * batch + n) before the chunk's first
-// forward tile, which is what keeps the producers' waits from deadlocking; and the copy
-// tiles of each later chunk spread among the previous chunk's forward tiles.
-TEST(CudaPlanner, FusedCopyWorkListCoversEveryTileOnceAndCopiesFirst) {
-  using convt::cuda::wg::FusedCopyWork;
-  struct Shape {
-    int batch, groups;
-    int64_t copy_tiles, fwd_per_chunk;
-  };
-  const Shape shapes[] = {{1, 1, 1, 1}, {1, 1, 7, 3},  {2, 1, 5, 40}, {8, 1, 512, 2304},
-                          {3, 4, 9, 2}, {2, 3, 1, 17}, {4, 2, 30, 30}, {1, 5, 64, 1},
-                          {5, 1, 3, 1000}};
-  for (const Shape& sh : shapes) {
-    SCOPED_TRACE(::testing::Message() << "batch " << sh.batch << " groups " << sh.groups
-                                      << " K " << sh.copy_tiles << " T " << sh.fwd_per_chunk);
-    const FusedCopyWork f{sh.copy_tiles, sh.fwd_per_chunk, sh.batch, sh.groups};
-    const int chunks = sh.batch * sh.groups;
-    ASSERT_EQ(f.items(), chunks * (sh.copy_tiles + sh.fwd_per_chunk));
-    // The copy chunk each forward chunk reads, independently of the work list's own formula.
-    std::vector<int64_t> reads(size_t(chunks), -1);
-    for (int g = 0; g < sh.groups; ++g)
-      for (int n = 0; n < sh.batch; ++n) reads[size_t(g * sh.batch + n)] = n * sh.groups + g;
-    std::vector<int64_t> copy_at(size_t(chunks * sh.copy_tiles), -1);
-    std::vector<int64_t> tile_at(size_t(chunks * sh.fwd_per_chunk), -1);
-    int64_t run = 0, longest_later_run = 0;
-    for (int64_t u = 0; u < f.items(); ++u) {
-      int64_t copy = -1, tile = -1;
-      int chunk = -1;
-      if (convt::cuda::wg::fused_copy_item(f, u, copy, tile, chunk)) {
-        ASSERT_GE(copy, 0);
-        ASSERT_LT(copy, int64_t(copy_at.size()));
-        EXPECT_EQ(copy_at[size_t(copy)], -1) << "copy tile " << copy << " twice";
-        copy_at[size_t(copy)] = u;
-        const int fc = convt::cuda::wg::fused_copy_chunk(f, copy);
-        ASSERT_GE(fc, 0);
-        ASSERT_LT(fc, chunks);
-        EXPECT_EQ(reads[size_t(fc)], copy / sh.copy_tiles);
-        ++run;
-        if (u >= sh.copy_tiles) longest_later_run = std::max(longest_later_run, run);
-      } else {
-        ASSERT_GE(tile, 0);
-        ASSERT_LT(tile, int64_t(tile_at.size()));
-        EXPECT_EQ(tile_at[size_t(tile)], -1) << "forward tile " << tile << " twice";
-        tile_at[size_t(tile)] = u;
-        EXPECT_EQ(chunk, tile / sh.fwd_per_chunk);
-        run = 0;
-      }
-    }
-    for (int64_t u : copy_at) EXPECT_GE(u, 0);
-    for (int64_t u : tile_at) EXPECT_GE(u, 0);
-    for (int c = 0; c < chunks; ++c) {
-      int64_t last_copy = -1, first_tile = f.items();
-      for (int64_t k = 0; k < sh.copy_tiles; ++k)
-        last_copy = std::max(last_copy, copy_at[size_t(reads[size_t(c)] * sh.copy_tiles + k)]);
-      for (int64_t t = 0; t < sh.fwd_per_chunk; ++t)
-        first_tile = std::min(first_tile, tile_at[size_t(c * sh.fwd_per_chunk + t)]);
-      EXPECT_LT(last_copy, first_tile) << "chunk " << c;
-    }
-    // After chunk 0's copy, no more than ceil(K / T) copy tiles in a row.
-    EXPECT_LE(longest_later_run, (sh.copy_tiles + sh.fwd_per_chunk - 1) / sh.fwd_per_chunk);
-  }
-}

@@ -119,7 +119,6 @@
 #include <type_traits>
 
 #include "convt/cuda/implicit_gemm_fprop_tma_sm90.cuh"
-#include "convt/cuda/fused_copy_work.hpp"
 #include "convt/cuda/wgmma_ss_sm90.cuh"
 
 namespace convt {
@@ -196,9 +195,8 @@ struct Kc {
 // Stage flags: the tile's first K step, its last (the header then describes its outputs),
 // no MMA (a phase without taps: its outputs are the bias), the producer's end, and with W
 // phases merged (Params::wm) the last step of the tile's last W phase (its merged output
-// rows are then stored); kCopy: a tile of the input copy (Params::fuse), col_step its index,
-// the stage's memory the consumers' scratch.
-enum : int { kFirst = 1, kLast = 2, kNoMma = 4, kEnd = 8, kTileEnd = 16, kCopy = 32 };
+// rows are then stored).
+enum : int { kFirst = 1, kLast = 2, kNoMma = 4, kEnd = 8, kTileEnd = 16 };
 
 // What the producer tells the consumers about a stage (written before it arms "full").
 struct StageHeader {
@@ -235,24 +233,6 @@ struct EpiInfo {
   float bias[kM];
 };
 static_assert(sizeof(EpiInfo) <= kInfoBytes, "info fits its slot");
-
-// The input copy's parameters (transpose_input_kernel, transpose_input_tiled_kernel, and
-// the forward kernel's own copy tiles, Params::fuse).
-struct TransposeParams {
-  const void* x;  // (N, C_in, D, H, W), strides x_str
-  void* xt;       // [N*G][cblocks][D][H][wout][bk]
-  int64_t x_str[5];
-  int batch, groups, cig, cblocks, bk;
-  int in[3];  // the input's D, H, W
-  // Zeros inserted along W: xt column w holds input column w / wup where wup divides w,
-  // zeros elsewhere; wout = (in[2] - 1) * wup + 1 columns (wup = 1: a plain copy).
-  int wup, wout;
-  // Split TF32 (float only): the residual x - tf32(x), rounded to TF32, written small_off
-  // 16-byte units after each element's copy.
-  int split;
-  int64_t small_off;
-  int* nonfinite;  // split TF32: set to 1 where an input is infinite or NaN
-};
 
 struct Params {
   const void* wp;    // packed weight (pack_weight_wgmma_kernel)
@@ -306,27 +286,26 @@ struct Params {
   // same ones: the next tile's same step, where the tile's K steps divide the stages and
   // both tiles have one group, channel tile and phase) does not copy them again.
   int w_reuse;
-  // 1 (CONVT_WG_FUSE=1, being measured): the input copy's tiles (copy_tile, with `copy`;
-  // their raw boxes loaded by the producer through copy_map) run in this kernel, taken
-  // from the tile counter with the forward tiles (fused_copy_work.hpp): a chunk's copy
-  // tiles (chunk: one (group, sample), the forward tiles' outermost indices) are handed out
-  // before its forward tiles and in between the previous chunk's, and a forward tile's
-  // input waits for done[its chunk] to reach copy_tiles (each copy tile adds 1 once
-  // written). `tiles` then counts both; fwd_tiles / chunks forward tiles and copy_tiles
-  // copy tiles a chunk.
-  int fuse;
-  int chunks, fwd_tiles, copy_tiles;
-  int* done;
-  TransposeParams copy;
-  // The copy tiles' raw boxes: a tensor map over x, dims (W, channels of a group, H, D,
-  // N * G), box (kTransposeW columns, bk channels, 1, 1, 1), no swizzle (the kernel's
-  // Params are a __grid_constant__ parameter, so that TMA can read it there).
-  CUtensorMap copy_map;
 };
 
 // ---------------------------------------------------------------------------------------
 // Preparation kernels
 // ---------------------------------------------------------------------------------------
+struct TransposeParams {
+  const void* x;  // (N, C_in, D, H, W), strides x_str
+  void* xt;       // [N*G][cblocks][D][H][wout][bk]
+  int64_t x_str[5];
+  int batch, groups, cig, cblocks, bk;
+  int in[3];  // the input's D, H, W
+  // Zeros inserted along W: xt column w holds input column w / wup where wup divides w,
+  // zeros elsewhere; wout = (in[2] - 1) * wup + 1 columns (wup = 1: a plain copy).
+  int wup, wout;
+  // Split TF32 (float only): the residual x - tf32(x), rounded to TF32, written small_off
+  // 16-byte units after each element's copy.
+  int split;
+  int64_t small_off;
+  int* nonfinite;  // split TF32: set to 1 where an input is infinite or NaN
+};
 
 // Stores one 16-byte unit of xt (kc channels) at xt[i]: 16-bit types converted, float
 // rounded to TF32, and with split TF32 the rounding residual at xt[i + small_off].
@@ -409,38 +388,14 @@ __global__ void transpose_input_kernel(TransposeParams p) {
   }
 }
 
-// Positions of an input row per tile of the tiled copy.
-constexpr int kTransposeW = 128;
-
-// A tile of the tiled copy (Params::fuse): 128 positions of an input row, its index t
-// ordered W tile fastest, then H, D, channel block, group, sample (as
-// transpose_input_tiled_kernel takes them).
-struct CopyTile {
-  int w0, h, d, cb, g, n;
-};
-__host__ __device__ __forceinline__ CopyTile copy_tile(const TransposeParams& p, int64_t t) {
-  const int wtiles = (p.in[2] + kTransposeW - 1) / kTransposeW;
-  CopyTile c;
-  c.w0 = int(t % wtiles) * kTransposeW; t /= wtiles;
-  c.h = int(t % p.in[1]); t /= p.in[1];
-  c.d = int(t % p.in[0]); t /= p.in[0];
-  c.cb = int(t % p.cblocks); t /= p.cblocks;
-  c.g = int(t % p.groups);
-  c.n = int(t / p.groups);
-  return c;
-}
-
-// Bytes of a copy tile's raw box in shared memory ([bk channels][kTransposeW columns] of T).
-__host__ __device__ constexpr int copy_tile_bytes(int bk, int elem_bytes) {
-  return bk * kTransposeW * elem_bytes;
-}
-
 // The copy for inputs whose W stride is 1 (PyTorch's contiguous NC... layout): one block
 // per 128 positions of an input row (n, g, channel block, d, h). It reads the block's bk
 // channels along W into shared memory (coalesced; 16 bytes per thread where every row
 // starts 16-byte aligned and W is a multiple of 16 bytes, kVec), then writes the tile's
 // run of xt, which is contiguous ([128 wup positions][bk channels], the inserted zeros
 // included), 16 bytes per thread.
+constexpr int kTransposeW = 128;
+
 template <typename T, bool kVec>
 __global__ void __launch_bounds__(256) transpose_input_tiled_kernel(TransposeParams p) {
   constexpr int kc = Kc<T>::value;
@@ -1176,26 +1131,6 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// Params::fuse: the copy tiles' completion counts, written with release and read with
-// acquire at GPU scope; the reader's proxy fence then orders its TMA reads of the copy
-// (async proxy) after the copy's stores (generic proxy).
-__device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
-  return v;
-}
-__device__ __forceinline__ void red_release_gpu_add(int* ptr, int v) {
-  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(ptr), "r"(v) : "memory");
-}
-__device__ __forceinline__ void fence_proxy_async_global() {
-  asm volatile("fence.proxy.async.global;\n" ::: "memory");
-}
-
-// Params::fuse: the work list's arithmetic (fused_copy_work.hpp) for this launch.
-__device__ __forceinline__ FusedCopyWork fused_work(const Params& p) {
-  return FusedCopyWork{p.copy_tiles, p.fwd_tiles / p.chunks, p.batch, p.groups};
-}
-
 // Transposes one piece of a K step's raw box into the stage's K-major box. The piece holds
 // `rows` box rows from h0 on of kXpCols columns (from column 32 chunk - wsh of the box on),
 // [row][bk = 8 G channels][kXpCols columns], its 64-byte lines swizzled as TMA's 64-byte
@@ -1343,7 +1278,7 @@ __device__ __forceinline__ void xp_transpose_piece_f32(uint32_t piece, uint32_t 
 template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1,
           int WPH = 1, bool kXp = false>
 __global__ void __launch_bounds__(block_threads(kXp), 2)
-    fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const __grid_constant__ Params p) {
+    fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
   static_assert(!kXp || (!kSplit && !kRaw),
                 "the input transposed in the kernel: 16-bit types or TF32");
   static_assert(WPH == 1 || (WPH == 2 && NC > 0 && !kSplit && !kRaw && FOLD == 1),
@@ -1363,10 +1298,6 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
   constexpr int kNA = kPos ? NC * FOLD : N;  // wgmma N
   constexpr int kCw = kPos ? NC * FOLD : kM;  // weight tile rows (output channels x folded taps)
   constexpr bool kFold = FOLD > 1;
-  // The input copy's tiles run in the kernel where asked for (Params::fuse): kernels that
-  // read a copy of the input (not transposing it themselves, not reading it in place, one
-  // copy).
-  constexpr bool kFuse = !kXp && !kRaw && !kSplit;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Stages (1024-byte aligned: the swizzle patterns), then the headers, the epilogue's
   // staging, the tile info and the barriers.
@@ -1467,46 +1398,10 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
     int xs = 0;  // kXp: the next raw slot and its parity
     uint32_t xpar = 0;
     PhaseTaps td{}, th{}, tw{};
-    int ready = -1;  // Params::fuse: the last chunk whose copy this block saw complete
     for (;;) {
-      const int u = next;
-      if (u >= p.tiles) break;
+      const int t = next;
+      if (t >= p.tiles) break;
       next = atomicAdd(p.counter, 1);
-      int t = u;
-      if constexpr (kFuse) {
-        if (p.fuse) {
-          int64_t ci = 0, ft = 0;
-          int chunk = 0;
-          const bool is_copy = fused_copy_item(fused_work(p), u, ci, ft, chunk);
-          t = int(ft);
-          if (is_copy) {
-            // A copy tile: its raw box loaded into the next stage (which then keeps no weight
-            // tiles) for the consumers to transpose into the copy.
-            mbar_wait(empty0 + 8 * stage, parity ^ 1);
-            StageHeader* hd = reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes);
-            hd->flags = kCopy;
-            hd->col_step = ci;
-            hd->w_src = -1;
-            const CopyTile c = copy_tile(p.copy, ci);
-            const uint32_t full = full0 + 8 * stage;
-            mbar_arrive_expect_tx(full, uint32_t(copy_tile_bytes(p.copy.bk, int(sizeof(T)))));
-            tma_load_5d(smem_addr(stages + size_t(stage) * p.stage_bytes), &p.copy_map, full,
-                        c.w0, c.cb * p.copy.bk, c.h, c.d, c.n * p.groups + c.g);
-            if (++stage == p.stages) {
-              stage = 0;
-              parity ^= 1;
-            }
-            continue;
-          }
-          if (chunk != ready) {
-            // Every copy tile of the chunk was handed out before this tile (fused_copy_item):
-            // wait for them to be written.
-            while (ld_acquire_gpu(p.done + chunk) < p.copy_tiles) __nanosleep(128);
-            fence_proxy_async_global();
-            ready = chunk;
-          }
-        }
-      }
       int r = t;
       const int cot = r % p.co_tiles; r /= p.co_tiles;
       const int ph = r % p.phases; r /= p.phases;
@@ -1706,46 +1601,6 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
     const StageHeader* h0 = reinterpret_cast<const StageHeader*>(headers + stage * kHeaderBytes);
     const int flags = __shfl_sync(0xffffffffu, lane == 0 ? h0->flags : 0, 0);
     if (flags & kEnd) break;
-    if constexpr (kFuse) {
-      if (flags & kCopy) {
-        // A tile of the input copy (Params::fuse): its raw box, [bk channels][kTransposeW
-        // columns] in the stage, transposed into the copy's rows (16 bytes of channels a
-        // store, consecutive threads along W: conflict-free reads of the box), made visible
-        // at GPU scope and counted for its chunk; the stage's reads ordered before the
-        // producer's next TMA writes to it, then released.
-        const int64_t ci = __shfl_sync(0xffffffffu, lane == 0 ? h0->col_step : 0, 0);
-        const CopyTile c = copy_tile(p.copy, ci);
-        const T* box = reinterpret_cast<const T*>(stages + size_t(stage) * p.stage_bytes);
-        const int subs = p.copy.bk / kc;
-        const int won = min(kTransposeW, p.copy.in[2] - c.w0);
-        const int64_t row =
-            ((((int64_t(c.n) * p.groups + c.g) * p.cblocks + c.cb) * p.copy.in[0] + c.d) *
-                 p.copy.in[1] + c.h) * int64_t(p.copy.wout) + c.w0;
-        uint4* xt = static_cast<uint4*>(p.copy.xt);
-#pragma unroll 1
-        for (int i = threadIdx.x; i < won * subs; i += 128) {
-          const int w = i % won, sub = i / won;
-          float v[kc];
-#pragma unroll
-          for (int j = 0; j < kc; ++j)
-            v[j] = Elem<T>::to_float(box[(sub * kc + j) * kTransposeW + w]);
-          store_xt<T>(xt, (row + w) * subs + sub, v, p.copy);
-        }
-        __threadfence();
-        fence_proxy_async();
-        named_sync_consumers();
-        if (threadIdx.x == 0) {
-          fence_proxy_async_global();
-          red_release_gpu_add(p.done + fused_copy_chunk(fused_work(p), ci), 1);
-        }
-        mbar_arrive(empty0 + 8 * stage);
-        if (++stage == p.stages) {
-          stage = 0;
-          parity ^= 1;
-        }
-        continue;
-      }
-    }
     const int steps = __shfl_sync(0xffffffffu, lane == 0 ? h0->steps : 0, 0);
     const bool has_mma = !(flags & kNoMma);
     // (W phase pairs: which phase of the pair this is; its MMAs go to acc or acc2.)
