@@ -33,15 +33,16 @@ def parse_setting(spec):
     return name, env
 
 
-def run(dtype, cases, reps, env):
-    out = subprocess.run([sys.executable, str(HERE / "time_cases.py"), dtype, cases, "--reps", str(reps)],
+def run(dtype, cases, reps, env, suite="kernelbench"):
+    out = subprocess.run([sys.executable, str(HERE / "time_cases.py"), dtype, cases, "--reps", str(reps),
+                          "--suite", suite],
                          env={**os.environ, **env}, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"time_cases.py failed ({env}):\n{out.stderr[-3000:]}")
     times = {}
     for line in out.stdout.splitlines():
         parts = line.split()
-        if len(parts) >= 3 and parts[0].startswith("kb"):
+        if len(parts) >= 4 and parts[3] == "ms":
             times[(parts[0], parts[1])] = float(parts[2])
     return times
 
@@ -50,7 +51,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("settings", nargs="+", help="NAME=[VAR=VALUE,...]")
     ap.add_argument("--dtype", default="fp32,bf16")
-    ap.add_argument("--cases", default=ALL_CASES)
+    ap.add_argument("--cases", default=None,
+                    help="comma-separated case ids (default: every case of the suite)")
+    ap.add_argument("--suite", default="kernelbench", help="a built-in suite or a suite file")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--reps", type=int, default=10)
     args = ap.parse_args()
@@ -60,7 +63,8 @@ def main():
         for name, env in settings:
             times = {}
             for dtype in args.dtype.split(","):
-                times.update(run(dtype, args.cases, args.reps, env))
+                times.update(run(dtype, args.cases or ALL_CASES if args.suite == "kernelbench"
+                                 else args.cases or "all", args.reps, env, args.suite))
             runs[name].append(times)
     keys = list(runs[settings[0][0]][0])
     header = "case dtype " + " ".join(f"{name}[{i}]" for name, _ in settings for i in range(args.rounds))

@@ -2,6 +2,7 @@
 error check): for quick comparisons of kernel variants selected by environment variables.
 
     python scripts/time_cases.py bf16 kb57,kb64 [--reps 10] [--channels-last] [--describe]
+    python scripts/time_cases.py fp32 all --suite models
 """
 import argparse
 
@@ -14,7 +15,8 @@ from convt.bench.suite import load_suite, select_cases
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dtype", choices=["fp32", "bf16", "fp16"])
-    ap.add_argument("cases", help="comma-separated case ids of the kernelbench suite")
+    ap.add_argument("cases", help="comma-separated case ids of the suite, or all")
+    ap.add_argument("--suite", default="kernelbench", help="a built-in suite or a suite file")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--channels-last", action="store_true",
                     help="the input with its channels innermost (channels_last strides)")
@@ -22,7 +24,10 @@ def main():
                     help="also print the forward kernel each case runs (convt.describe_forward)")
     args = ap.parse_args()
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
-    for case in select_cases(load_suite("kernelbench").cases, args.cases.split(",")):
+    cases = load_suite(args.suite).cases
+    if args.cases != "all":
+        cases = select_cases(cases, args.cases.split(","))
+    for case in cases:
         x = torch.rand(case.batch, case.in_channels, *case.input_size, device="cuda",
                        dtype=dtype)
         if args.channels_last:

@@ -487,7 +487,7 @@ TEST(CudaPlanner, SharedMemoryHoldsTheMmaReadsPastASmallBox) {
 // K = input channels per group x taps / phases, the output channels per group and the
 // precision (see plan_implicit_gemm_fprop); where it declines, the reason names both.
 TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
-  int taken = 0, declined = 0, upsampled = 0;
+  int taken = 0, declined = 0, upsampled = 0, sparse = 0;
   for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& p, MathMode math,
                                                   const Plan& plan) {
     if (!plan.usable) return;
@@ -523,6 +523,19 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
       want = (k >= (strided ? 384 : 128) && cog >= 48) || k >= 1024 || cog <= 16;
     }
     EXPECT_FALSE(plan.wg_raw);  // (only where CONVT_WG_RAW=1 asks for it)
+    // Where the tile would compute under 35% of its positions for outputs (few positions per
+    // sample and phase), the TMA kernel where its segments of 32 (float) or 64 (16-bit)
+    // positions along W are three-quarters full, else the gather kernel.
+    if (want && !forced.wg_wmerge && !forced.wg_wpairs && forced.wg_used < 0.35) {
+      EXPECT_FALSE(plan.wg);
+      EXPECT_NE(plan.wg_reason.find("% of its positions for outputs"), std::string::npos)
+          << plan.wg_reason;
+      const int64_t seg = 128 / convt::dtype_size(p.dtype);
+      const int64_t q2 = (p.output_sizes()[2] + p.stride[2] - 1) / p.stride[2];  // phase 0's
+      if (4 * q2 < 3 * ((q2 + seg - 1) / seg) * seg) EXPECT_FALSE(plan.tma);
+      ++sparse;
+      return;
+    }
     EXPECT_EQ(plan.wg, want) << "K " << k << ", " << cog << " output channels per group";
     if (plan.wg) {
       ++taken;
@@ -536,6 +549,7 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
   EXPECT_GT(taken, 50);
   EXPECT_GT(declined, 50);
   EXPECT_GT(upsampled, 20);
+  EXPECT_GT(sparse, 5);
 }
 
 // Zeros inserted along W (CONVT_WG_WUP=1 asks for them wherever W is strided): the plan is

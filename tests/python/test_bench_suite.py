@@ -44,6 +44,28 @@ def test_kernelbench_figures_match_the_file():
         assert mbytes == pytest.approx(entry["min_mbytes_fp32"], abs=0.06), case.id
 
 
+MODEL_IDS = ["dcgan_g1", "dcgan_g2", "dcgan_g3", "dcgan_g4", "dcgan_g5", "unet_up1",
+             "unet_up4", "unet3d_up1", "unet3d_up3", "hifigan_up1", "hifigan_up2",
+             "hifigan_up3", "hifigan_up4", "fcn8s_up2", "fcn8s_up8", "enet_up", "vae_dec",
+             "centernet_dw", "centernet_res", "vgan_up2", "vgan_up4"]
+
+
+def test_models_suite_cases_and_figures():
+    """The published-model layers: every case names its source, and the output size and
+    GFLOP in the file agree with the ones computed from the arguments."""
+    suite = load_suite("models")
+    assert suite.name == "models"
+    assert suite.ids() == MODEL_IDS
+    raw = json.loads(builtin_suite_path("models").read_text())["cases"]
+    for entry, case in zip(raw, suite.cases):
+        assert entry["source"], case.id
+        assert list(case.output_size) == entry["output_size"], case.id
+        assert case.flops() / 1e9 == pytest.approx(entry["gflop"], abs=6e-4), case.id
+    dw = {c.id: c for c in suite.cases}["centernet_dw"]
+    assert dw.groups == dw.in_channels == dw.out_channels == 64
+    assert dw.weight_shape == (64, 1, 4, 4)
+
+
 def test_kb72_fields():
     case = {c.id: c for c in load_suite("kernelbench").cases}["kb72"]
     assert case.dims == 3 and case.groups == 4 and not case.bias

@@ -37,7 +37,10 @@ __all__ = [
 _DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 #: Suites shipped inside the package: name -> file in ``convt/data``.
-BUILTIN_SUITES: dict[str, str] = {"kernelbench": "kernelbench_level1.json"}
+BUILTIN_SUITES: dict[str, str] = {
+    "kernelbench": "kernelbench_level1.json",
+    "models": "model_layers.json",
+}
 
 
 class SuiteError(ValueError):
