@@ -154,6 +154,42 @@ __device__ inline TapRun forward_taps(const DirectParams& p, int d, int64_t o) {
   return r;
 }
 
+// forward_taps in index type I (int where forward_fits_int32 says every value fits; the
+// same arithmetic, so the same taps in the same order).
+template <typename I>
+struct TapRunI {
+  I k0, k_step, i0, i_step, count;
+};
+
+template <typename I>
+__device__ inline TapRunI<I> forward_taps_i(const DirectParams& p, int d, I o) {
+  const I s_g = I(p.s_g[d]), d_g = I(p.d_g[d]), g = I(p.gcd[d]), kd = I(p.k[d]), in = I(p.in[d]);
+  TapRunI<I> r{0, s_g, 0, -d_g, 0};
+  const I t0 = o + I(p.pad[d]);  // = i*stride + k*dil, and >= 0
+  I k0 = 0;
+  if (s_g > 1) {
+    if (t0 % g != 0) return r;
+    if constexpr (sizeof(I) == 8) {
+      k0 = mul_mod((t0 / g) % s_g, p.d_g_inv[d], s_g);
+    } else {
+      // (s_g <= 46340 here, forward_fits_int32: the product stays below 2^31.)
+      k0 = (t0 / g) % s_g * I(p.d_g_inv[d]) % s_g;
+    }
+  } else if (g > 1 && t0 % g != 0) {
+    return r;
+  }
+  if (k0 >= kd) return r;
+  const I i_first = (t0 - k0 * I(p.dil[d])) / I(p.stride[d]);  // exact
+  if (i_first < 0) return r;
+  const I j_lo = i_first >= in ? (i_first - in + d_g) / d_g : I(0);  // ceil((i_first-in+1)/d_g)
+  const I j_hi_a = i_first / d_g, j_hi_b = (kd - 1 - k0) / s_g;
+  const I j_hi = j_hi_a < j_hi_b ? j_hi_a : j_hi_b;
+  r.count = j_hi - j_lo + 1 > 0 ? j_hi - j_lo + 1 : I(0);
+  r.k0 = k0 + j_lo * s_g;
+  r.i0 = i_first - j_lo * d_g;
+  return r;
+}
+
 // Grad-input, dimension d: the taps k in [0, K) for which o = i*stride - pad + k*dil lies in
 // [0, out); o is returned in i0/i_step.
 __device__ inline TapRun grad_input_taps(const DirectParams& p, int d, int64_t i) {
@@ -234,54 +270,60 @@ __device__ inline void counter_add(Counter4& q, const Counter4& s, int64_t ra, i
 // ---------------------------------------------------------------------------------------
 
 // y[n, c, od, oh, ow] = bias[c] + sum x * w over the contributing taps. `b` may be null.
-template <typename T>
+// I: the index type, int where forward_fits_int32 says every size, offset and tap
+// quantity fits (64-bit division costs several times the 32-bit one, and this kernel
+// divides per output), else int64_t. Both sum the same products in the same order.
+template <typename T, typename I>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     forward_kernel(const DirectParams p, const T* __restrict__ x, const T* __restrict__ w,
-                   const T* __restrict__ b, T* __restrict__ y, int64_t total) {
+                   const T* __restrict__ b, T* __restrict__ y, I total) {
   using E = Elem<T>;
   using A = typename E::Acc;
   if (p.only_if != nullptr && *p.only_if == 0) return;
-  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    int64_t r = idx;
-    const int64_t ow = r % p.out[2];
-    r /= p.out[2];
-    const int64_t oh = r % p.out[1];
-    r /= p.out[1];
-    const int64_t od = r % p.out[0];
-    r /= p.out[0];
-    const int64_t c = r % p.C_out;
-    const int64_t n = r / p.C_out;
-    const int64_t g = c / p.cog, co = c - g * p.cog;
+  const I out0 = I(p.out[0]), out1 = I(p.out[1]), out2 = I(p.out[2]);
+  const I c_out = I(p.C_out), cog = I(p.cog), cig = I(p.cig);
+  const I xs1 = I(p.x_str[1]), ws0 = I(p.w_str[0]);
+  for (I idx = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); idx < total;
+       idx += I(gridDim.x) * I(blockDim.x)) {
+    I r = idx;
+    const I ow = r % out2;
+    r /= out2;
+    const I oh = r % out1;
+    r /= out1;
+    const I od = r % out0;
+    r /= out0;
+    const I c = r % c_out;
+    const I n = r / c_out;
+    const I g = c / cog, co = c - g * cog;
 
-    const TapRun td = forward_taps(p, 0, od);
-    const TapRun th = forward_taps(p, 1, oh);
-    const TapRun tw = forward_taps(p, 2, ow);
-    const int64_t x_base = n * p.x_str[0] + g * p.cig * p.x_str[1];
-    const int64_t w_base = g * p.cig * p.w_str[0] + co * p.w_str[1];
+    const TapRunI<I> td = forward_taps_i<I>(p, 0, od);
+    const TapRunI<I> th = forward_taps_i<I>(p, 1, oh);
+    const TapRunI<I> tw = forward_taps_i<I>(p, 2, ow);
+    const I x_base = n * I(p.x_str[0]) + g * cig * xs1;
+    const I w_base = g * cig * ws0 + co * I(p.w_str[1]);
     A acc = A(0);
-    for (int64_t jd = 0; jd < td.count; ++jd) {
-      const int64_t xd = x_base + (td.i0 + jd * td.i_step) * p.x_str[2];
-      const int64_t wd = w_base + (td.k0 + jd * td.k_step) * p.w_str[2];
-      for (int64_t jh = 0; jh < th.count; ++jh) {
-        const int64_t xh = xd + (th.i0 + jh * th.i_step) * p.x_str[3];
-        const int64_t wh = wd + (th.k0 + jh * th.k_step) * p.w_str[3];
-        for (int64_t jw = 0; jw < tw.count; ++jw) {
-          const T* xp = x + (xh + (tw.i0 + jw * tw.i_step) * p.x_str[4]);
-          const T* wp = w + (wh + (tw.k0 + jw * tw.k_step) * p.w_str[4]);
+    for (I jd = 0; jd < td.count; ++jd) {
+      const I xd = x_base + (td.i0 + jd * td.i_step) * I(p.x_str[2]);
+      const I wd = w_base + (td.k0 + jd * td.k_step) * I(p.w_str[2]);
+      for (I jh = 0; jh < th.count; ++jh) {
+        const I xh = xd + (th.i0 + jh * th.i_step) * I(p.x_str[3]);
+        const I wh = wd + (th.k0 + jh * th.k_step) * I(p.w_str[3]);
+        for (I jw = 0; jw < tw.count; ++jw) {
+          const T* xp = x + (xh + (tw.i0 + jw * tw.i_step) * I(p.x_str[4]));
+          const T* wp = w + (wh + (tw.k0 + jw * tw.k_step) * I(p.w_str[4]));
           A part = A(0);  // one partial sum per tap keeps rounding error growth low
-          for (int64_t ci = 0; ci < p.cig; ++ci) {
+          for (I ci = 0; ci < cig; ++ci) {
             part = E::madd(E::load(xp), E::load(wp), part);
-            xp += p.x_str[1];
-            wp += p.w_str[0];
+            xp += xs1;
+            wp += ws0;
           }
           acc += part;
         }
       }
     }
-    if (b != nullptr) acc += E::load(b + c * p.b_str);
-    E::store(y + (n * p.y_str[0] + c * p.y_str[1] + od * p.y_str[2] + oh * p.y_str[3] +
-                  ow * p.y_str[4]),
+    if (b != nullptr) acc += E::load(b + c * I(p.b_str));
+    E::store(y + (n * I(p.y_str[0]) + c * I(p.y_str[1]) + od * I(p.y_str[2]) +
+                  oh * I(p.y_str[3]) + ow * I(p.y_str[4])),
              acc);
   }
 }
@@ -459,13 +501,42 @@ inline void finish_params(DirectParams& p) {
 
 // `max_blocks` caps the grid (e.g. a small multiple of the device's multiprocessor count);
 // the kernels loop over whatever the grid does not cover.
+// Whether forward_kernel may run with int indices: the outputs, the largest element offset
+// of x, w, y and the bias, and every tap quantity (o + pad, k * dil, the grid's stride)
+// below 2^30, and s_g small enough that k0's product stays below 2^31.
+inline bool forward_fits_int32(const DirectParams& p, int64_t total, int64_t grid_threads) {
+  constexpr int64_t kLimit = int64_t(1) << 30;
+  const int64_t xs[5] = {p.N, p.C_in, p.in[0], p.in[1], p.in[2]};
+  const int64_t ws[5] = {p.C_in, p.cog, p.k[0], p.k[1], p.k[2]};
+  const int64_t ys[5] = {p.N, p.C_out, p.out[0], p.out[1], p.out[2]};
+  int64_t xo = 0, wo = 0, yo = 0;
+  for (int d = 0; d < 5; ++d) {
+    if (p.x_str[d] < 0 || p.w_str[d] < 0 || p.y_str[d] < 0) return false;
+    if (xs[d] >= kLimit || ws[d] >= kLimit || ys[d] >= kLimit) return false;
+    xo += (xs[d] - 1) * p.x_str[d];
+    wo += (ws[d] - 1) * p.w_str[d];
+    yo += (ys[d] - 1) * p.y_str[d];
+    if (xo >= kLimit || wo >= kLimit || yo >= kLimit) return false;
+  }
+  if (p.b_str < 0 || (p.C_out - 1) * p.b_str >= kLimit) return false;
+  for (int d = 0; d < 3; ++d) {
+    if (p.pad[d] >= kLimit || p.stride[d] >= kLimit || p.dil[d] >= kLimit) return false;
+    if (p.k[d] * p.dil[d] >= kLimit || p.s_g[d] > 46340) return false;
+  }
+  return total + grid_threads < kLimit;
+}
+
 template <typename T>
 cudaError_t launch_forward(const DirectParams& p, const T* x, const T* w, const T* b, T* y,
                            int64_t max_blocks, cudaStream_t stream) {
   const int64_t total = p.N * p.C_out * p.out[0] * p.out[1] * p.out[2];
   if (total == 0) return cudaSuccess;
-  forward_kernel<T><<<host::grid_for(total, kThreads, max_blocks), kThreads, 0, stream>>>(
-      p, x, w, b, y, total);
+  const unsigned grid = host::grid_for(total, kThreads, max_blocks);
+  if (forward_fits_int32(p, total, int64_t(grid) * kThreads)) {
+    forward_kernel<T, int><<<grid, kThreads, 0, stream>>>(p, x, w, b, y, int(total));
+  } else {
+    forward_kernel<T, int64_t><<<grid, kThreads, 0, stream>>>(p, x, w, b, y, total);
+  }
   return cudaGetLastError();
 }
 
