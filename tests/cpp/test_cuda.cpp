@@ -257,6 +257,34 @@ INSTANTIATE_TEST_SUITE_P(Sweep, CudaSweep,
                            return std::string(name);
                          });
 
+// The direct forward by output tiles (CONVT_DIRECT_TILED=1: the input window of a tile
+// staged in shared memory): every case of the sweep (depthwise and other small groups,
+// strides, dilation, padding, output_padding, every layout) with the direct kernel asked
+// for, every precision, against the float64 oracle.
+class CudaDirectTiled : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaDirectTiled, MatchesFloat64Oracle) {
+  SKIP_WITHOUT_CUDA();
+  struct Tiled {  // (unset again however the test ends)
+    Tiled() { setenv("CONVT_DIRECT_TILED", "1", 1); }
+    ~Tiled() { unsetenv("CONVT_DIRECT_TILED"); }
+  } tiled;
+  const Case& c = cases()[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(c.name());
+  for (const Precision& precision : kPrecisions)
+    check_all_directions(c.problem, c.layout, precision, 7919u * uint64_t(GetParam()) + 2,
+                         nullptr, false, ForwardKernel::kDirect);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sweep, CudaDirectTiled,
+                         ::testing::Range(0, static_cast<int>(cases().size()),
+                                          quick_mode() ? 8 : 2),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           char name[32];
+                           std::snprintf(name, sizeof(name), "case_%03d", info.param);
+                           return std::string(name);
+                         });
+
 // ---------------------------------------------------------------------------------------
 // Hand-picked problems
 // ---------------------------------------------------------------------------------------

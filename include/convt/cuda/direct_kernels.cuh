@@ -28,7 +28,10 @@
 // cudaGetLastError() (which also clears a launch error).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -328,6 +331,120 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
+// The forward for small groups (depthwise and other groups of few channels, float64), by
+// output tiles (forward_tiled_kernel; CONVT_DIRECT_TILED=1 asks for it, being verified):
+// a block computes an output tile of tile_h x tile_w positions (256 of them) for up to
+// kTiledCog channels of one group at one output D position. Per D tap it stages the input
+// window the tile reads (every input channel of the group) in shared memory, converted to
+// the accumulator type, and the weights of its channels once; each thread then sums its
+// outputs' taps from there. The products and their order are forward_kernel's (per tap, a
+// partial sum over the input channels, added to the output's sum), so the results are the
+// same bit for bit; only the loads move (each input element is read from memory once per
+// tile and D tap instead of once per output tap).
+constexpr int kTiledCog = 8;
+constexpr int kTiledSmem = 40 * 1024;  // the input window and the weights, in bytes
+
+struct TiledShape {
+  int tile_h, tile_w;   // output positions per block along H and W (tile_h x tile_w = 256)
+  int rows, cols;       // the largest input window a tile reads along H and W
+  int h_tiles, w_tiles, co_chunks;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(256)
+    forward_tiled_kernel(const DirectParams p, const TiledShape ts, const T* __restrict__ x,
+                         const T* __restrict__ w, const T* __restrict__ b,
+                         T* __restrict__ y) {
+  using E = Elem<T>;
+  using A = typename E::Acc;
+  if (p.only_if != nullptr && *p.only_if == 0) return;
+  extern __shared__ __align__(16) unsigned char tiled_smem[];
+  const int cig = int(p.cig), cog = int(p.cog);
+  const int taps = int(p.k[0] * p.k[1] * p.k[2]);
+  // The block: W tile fastest, then H tile, channel chunk, D position, group, sample.
+  int r = int(blockIdx.x);
+  const int wt = r % ts.w_tiles; r /= ts.w_tiles;
+  const int ht = r % ts.h_tiles; r /= ts.h_tiles;
+  const int cc = r % ts.co_chunks; r /= ts.co_chunks;
+  const int od = r % int(p.out[0]); r /= int(p.out[0]);
+  const int g = r % int(p.groups);
+  const int n = r / int(p.groups);
+  const int co0 = cc * kTiledCog;
+  const int ncout = min(kTiledCog, cog - co0);
+  const int oh0 = ht * ts.tile_h, ow0 = wt * ts.tile_w;
+  // The input window of the tile: rows and columns some of its outputs read.
+  const int sh = int(p.stride[1]), sw = int(p.stride[2]);
+  const int ih_lo = max(0, int(ceil_div(int64_t(oh0) + p.pad[1] - (p.k[1] - 1) * p.dil[1], sh)));
+  const int ih_hi = min(int(p.in[1]) - 1, int(floor_div(int64_t(oh0) + ts.tile_h - 1 + p.pad[1], sh)));
+  const int iw_lo = max(0, int(ceil_div(int64_t(ow0) + p.pad[2] - (p.k[2] - 1) * p.dil[2], sw)));
+  const int iw_hi = min(int(p.in[2]) - 1, int(floor_div(int64_t(ow0) + ts.tile_w - 1 + p.pad[2], sw)));
+  const int rows = max(ih_hi - ih_lo + 1, 0), cols = max(iw_hi - iw_lo + 1, 0);
+  A* xs = reinterpret_cast<A*>(tiled_smem);                            // [cig][rows][cols]
+  A* ws = xs + size_t(cig) * ts.rows * ts.cols;                        // [cig][kTiledCog][taps]
+  // The weights of the block's channels, w[g * cig + ci][co0 + j][kd][kh][kw].
+  for (int i = threadIdx.x; i < cig * ncout * taps; i += blockDim.x) {
+    const int t = i % taps, j = (i / taps) % ncout, ci = i / (taps * ncout);
+    const int kw = t % int(p.k[2]), kh = (t / int(p.k[2])) % int(p.k[1]),
+              kd = t / int(p.k[2] * p.k[1]);
+    ws[(ci * kTiledCog + j) * taps + t] =
+        E::load(w + (int64_t(g) * cig + ci) * p.w_str[0] + int64_t(co0 + j) * p.w_str[1] +
+                kd * p.w_str[2] + kh * p.w_str[3] + kw * p.w_str[4]);
+  }
+  const int oh = oh0 + int(threadIdx.x) / ts.tile_w, ow = ow0 + int(threadIdx.x) % ts.tile_w;
+  const bool live = oh < int(p.out[1]) && ow < int(p.out[2]);
+  const TapRunI<int> td = forward_taps_i<int>(p, 0, od);
+  TapRunI<int> th{}, tw{};
+  if (live) {
+    th = forward_taps_i<int>(p, 1, oh);
+    tw = forward_taps_i<int>(p, 2, ow);
+  }
+  A acc[kTiledCog];
+#pragma unroll
+  for (int j = 0; j < kTiledCog; ++j) acc[j] = A(0);
+  for (int jd = 0; jd < td.count; ++jd) {
+    const int id = td.i0 + jd * td.i_step, kd = td.k0 + jd * td.k_step;
+    __syncthreads();  // (the previous D tap's window is read; the weights are in, first time)
+    for (int i = threadIdx.x; i < cig * rows * cols; i += blockDim.x) {
+      const int c = i % cols, rr = (i / cols) % rows, ci = i / (cols * rows);
+      xs[(ci * ts.rows + rr) * ts.cols + c] =
+          E::load(x + int64_t(n) * p.x_str[0] + (int64_t(g) * cig + ci) * p.x_str[1] +
+                  int64_t(id) * p.x_str[2] + int64_t(ih_lo + rr) * p.x_str[3] +
+                  int64_t(iw_lo + c) * p.x_str[4]);
+    }
+    __syncthreads();
+    if (!live) continue;
+    for (int jh = 0; jh < th.count; ++jh) {
+      const int ihr = th.i0 + jh * th.i_step - ih_lo;
+      const int kh = th.k0 + jh * th.k_step;
+      for (int jw = 0; jw < tw.count; ++jw) {
+        const int iwc = tw.i0 + jw * tw.i_step - iw_lo;
+        const int t = (kd * int(p.k[1]) + kh) * int(p.k[2]) + tw.k0 + jw * tw.k_step;
+        // (A fixed count, so that acc stays in registers.)
+#pragma unroll
+        for (int j = 0; j < kTiledCog; ++j) {
+          if (j >= ncout) break;
+          A part = A(0);  // (forward_kernel's order: a partial sum per tap)
+          for (int ci = 0; ci < cig; ++ci)
+            part = E::madd(xs[(ci * ts.rows + ihr) * ts.cols + iwc],
+                           ws[(ci * kTiledCog + j) * taps + t], part);
+          acc[j] += part;
+        }
+      }
+    }
+  }
+  if (!live) return;
+#pragma unroll
+  for (int j = 0; j < kTiledCog; ++j) {
+    if (j >= ncout) break;
+    const int64_t c = int64_t(g) * cog + co0 + j;
+    A v = acc[j];
+    if (b != nullptr) v += E::load(b + c * p.b_str);
+    E::store(y + (n * p.y_str[0] + c * p.y_str[1] + od * p.y_str[2] + oh * p.y_str[3] +
+                  ow * p.y_str[4]),
+             v);
+  }
+}
+
 // dx[n, c, id, ih, iw] = sum over co < Cog and taps k with o inside the output of
 // dy[n, g*Cog + co, o] * w[c, co, k].
 template <typename T>
@@ -526,11 +643,53 @@ inline bool forward_fits_int32(const DirectParams& p, int64_t total, int64_t gri
   return total + grid_threads < kLimit;
 }
 
+// forward_tiled_kernel's tile for p, and whether it runs it (CONVT_DIRECT_TILED=1, read at
+// every call, being verified; where forward_fits_int32 holds, the window and weights fit
+// kTiledSmem and the blocks an int): fills `ts` and the shared memory it takes.
+template <typename T>
+bool forward_tiled_shape(const DirectParams& p, int64_t total, TiledShape& ts,
+                         std::size_t& smem) {
+  const char* env = std::getenv("CONVT_DIRECT_TILED");
+  if (env == nullptr || env[0] != '1') return false;
+  if (!forward_fits_int32(p, total, 256)) return false;
+  using A = typename Elem<T>::Acc;
+  int tw = 256;
+  while (tw > 32 && tw / 2 >= p.out[2]) tw /= 2;
+  ts.tile_w = tw;
+  ts.tile_h = 256 / tw;
+  // (The window along a dimension: (tile - 1 + (k - 1) * dil) / stride + 1 positions, one
+  // more for the rounding of its two ends.)
+  ts.rows = int(std::min<int64_t>((ts.tile_h - 1 + (p.k[1] - 1) * p.dil[1]) / p.stride[1] + 2,
+                                  p.in[1]));
+  ts.cols = int(std::min<int64_t>((ts.tile_w - 1 + (p.k[2] - 1) * p.dil[2]) / p.stride[2] + 2,
+                                  p.in[2]));
+  const int64_t taps = p.k[0] * p.k[1] * p.k[2];
+  const int64_t bytes = (p.cig * ts.rows * ts.cols + p.cig * kTiledCog * taps) * int64_t(sizeof(A));
+  if (bytes > kTiledSmem) return false;
+  ts.h_tiles = int((p.out[1] + ts.tile_h - 1) / ts.tile_h);
+  ts.w_tiles = int((p.out[2] + ts.tile_w - 1) / ts.tile_w);
+  ts.co_chunks = int((p.cog + kTiledCog - 1) / kTiledCog);
+  const int64_t blocks =
+      p.N * p.groups * p.out[0] * ts.co_chunks * int64_t(ts.h_tiles) * ts.w_tiles;
+  if (blocks >= (int64_t(1) << 31)) return false;
+  smem = std::size_t(bytes);
+  return true;
+}
+
 template <typename T>
 cudaError_t launch_forward(const DirectParams& p, const T* x, const T* w, const T* b, T* y,
                            int64_t max_blocks, cudaStream_t stream) {
   const int64_t total = p.N * p.C_out * p.out[0] * p.out[1] * p.out[2];
   if (total == 0) return cudaSuccess;
+  TiledShape ts{};
+  std::size_t smem = 0;
+  if (forward_tiled_shape<T>(p, total, ts, smem)) {
+    const int64_t blocks =
+        p.N * p.groups * p.out[0] * ts.co_chunks * int64_t(ts.h_tiles) * ts.w_tiles;
+    forward_tiled_kernel<T><<<static_cast<unsigned>(blocks), 256, smem, stream>>>(p, ts, x, w,
+                                                                                  b, y);
+    return cudaGetLastError();
+  }
   const unsigned grid = host::grid_for(total, kThreads, max_blocks);
   if (forward_fits_int32(p, total, int64_t(grid) * kThreads)) {
     forward_kernel<T, int><<<grid, kThreads, 0, stream>>>(p, x, w, b, y, int(total));
