@@ -233,6 +233,13 @@ void check_all_directions(Problem problem, Layout layout, const Precision& preci
 // The sweep
 // ---------------------------------------------------------------------------------------
 
+// Parametrized tests' names: case_000, case_001, ...
+std::string indexed_case_name(const ::testing::TestParamInfo<int>& info) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "case_%03d", info.param);
+  return std::string(name);
+}
+
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = sweep_cases();
   return all;
@@ -251,11 +258,7 @@ TEST_P(CudaSweep, MatchesFloat64Oracle) {
 INSTANTIATE_TEST_SUITE_P(Sweep, CudaSweep,
                          ::testing::Range(0, static_cast<int>(cases().size()),
                                           quick_mode() ? 8 : 1),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           char name[32];
-                           std::snprintf(name, sizeof(name), "case_%03d", info.param);
-                           return std::string(name);
-                         });
+                         indexed_case_name);
 
 // The direct forward by output tiles (CONVT_DIRECT_TILED=1: the input window of a tile
 // staged in shared memory): every case of the sweep (depthwise and other small groups,
@@ -279,11 +282,7 @@ TEST_P(CudaDirectTiled, MatchesFloat64Oracle) {
 INSTANTIATE_TEST_SUITE_P(Sweep, CudaDirectTiled,
                          ::testing::Range(0, static_cast<int>(cases().size()),
                                           quick_mode() ? 8 : 2),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           char name[32];
-                           std::snprintf(name, sizeof(name), "case_%03d", info.param);
-                           return std::string(name);
-                         });
+                         indexed_case_name);
 
 // ---------------------------------------------------------------------------------------
 // Hand-picked problems
@@ -419,11 +418,7 @@ TEST_P(CudaFastPath, MatchesFloat64Oracle) {
 INSTANTIATE_TEST_SUITE_P(Tiles, CudaFastPath,
                          ::testing::Range(0, static_cast<int>(fast_cases().size()),
                                           quick_mode() ? 6 : 1),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           char name[32];
-                           std::snprintf(name, sizeof(name), "case_%03d", info.param);
-                           return std::string(name);
-                         });
+                         indexed_case_name);
 
 // Kernels of the tensor-core forward differ in their shared-memory needs; running a
 // small-tile one first must not keep a large-tile one from getting its allowance.
@@ -594,11 +589,6 @@ void check_tma_case(int index, bool wgmma) {
   }
 }
 
-std::string tma_case_name(const ::testing::TestParamInfo<int>& info) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "case_%03d", info.param);
-  return std::string(name);
-}
 
 class CudaTmaPath : public ::testing::TestWithParam<int> {};
 
@@ -611,7 +601,7 @@ TEST_P(CudaTmaPath, MatchesFloat64Oracle) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaPath,
                          ::testing::Range(0, static_cast<int>(tma_case_list().size()),
                                           quick_mode() ? 3 : 1),
-                         tma_case_name);
+                         indexed_case_name);
 
 // The same cases on wgmma (CONVT_TMA_MMA=wgmma, sm_90a builds; TF32 and 16-bit types):
 // its weight packing (canonical K-major core matrices), the warpgroup's rows-to-positions
@@ -636,7 +626,7 @@ TEST_P(CudaTmaWgmma, MatchesFloat64Oracle) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaWgmma,
                          ::testing::Range(0, static_cast<int>(tma_case_list().size()),
                                           quick_mode() ? 3 : 1),
-                         tma_case_name);
+                         indexed_case_name);
 
 // The same cases with only the W phases that have taps running, each writing the bias of
 // the tap-less outputs after its own, and rows whose D or H phase has no tap written whole
@@ -653,7 +643,7 @@ TEST_P(CudaTmaOwners, MatchesFloat64Oracle) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaOwners,
                          ::testing::Range(0, static_cast<int>(tma_case_list().size()),
                                           quick_mode() ? 3 : 1),
-                         tma_case_name);
+                         indexed_case_name);
 
 // ---------------------------------------------------------------------------------------
 // The persistent wgmma kernel (sm_90a builds on compute capability 9.0): every TMA case
@@ -955,7 +945,7 @@ TEST(CudaWgmmaPathSplit, StrictFloat32RunsOnItWhereTwoStagesFit) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaPath,
                          ::testing::Range(0, static_cast<int>(wgmma_case_list().size()),
                                           quick_mode() ? 3 : 1),
-                         tma_case_name);
+                         indexed_case_name);
 
 // K steps keeping the weight tiles their stage still holds (Params::w_reuse), beyond the
 // default plans (which make the weight tiles resident in the fewest stages, at least two,
@@ -1008,7 +998,7 @@ TEST_P(CudaWgmmaWeightReuse, MatchesFloat64Oracle) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaWeightReuse,
                          ::testing::Range(0, static_cast<int>(weight_reuse_case_list().size()),
                                           quick_mode() ? 3 : 1),
-                         tma_case_name);
+                         indexed_case_name);
 
 // Stages other than the launch's default (which takes, of the plan's, the most that let
 // more blocks share a multiprocessor where the kernel's registers allow it): the plan's own
@@ -1036,7 +1026,7 @@ TEST_P(CudaWgmmaFewerStages, MatchesFloat64Oracle) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaFewerStages,
                          ::testing::Range(0, static_cast<int>(weight_reuse_case_list().size()),
                                           quick_mode() ? 3 : 1),
-                         tma_case_name);
+                         indexed_case_name);
 
 // The wgmma kernel's other tiles, asked for with CONVT_WG_NC on every other case: 64
 // channels x N positions where the planner would take a position-major tile (groups of at
@@ -1144,7 +1134,7 @@ TEST_P(CudaWgmmaFold, MatchesFloat64Oracle) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaFold,
                          ::testing::Range(0, static_cast<int>(fold_case_list().size()),
                                           quick_mode() ? 3 : 1),
-                         tma_case_name);
+                         indexed_case_name);
 
 class CudaWgmmaUnfolded : public ::testing::TestWithParam<int> {};
 
@@ -1163,7 +1153,7 @@ TEST_P(CudaWgmmaUnfolded, MatchesFloat64Oracle) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaUnfolded,
                          ::testing::Range(0, static_cast<int>(wgmma_case_list().size()),
                                           quick_mode() ? 6 : 2),
-                         tma_case_name);
+                         indexed_case_name);
 
 // W taps scattered (CONVT_WG_SCATTER=1: position-major tiles of at most 16 channels with a
 // W stride of 2 or more and 2 to 7 W taps): a generator's last layer (64 -> 3, kernel 4,
@@ -1220,7 +1210,7 @@ TEST_P(CudaWgmmaScatter, MatchesFloat64Oracle) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaScatter,
                          ::testing::Range(0, static_cast<int>(scatter_case_list().size()),
                                           quick_mode() ? 3 : 1),
-                         tma_case_name);
+                         indexed_case_name);
 
 // Zeros inserted along W (CONVT_WG_WUP=1 asks for them wherever W is strided): every wgmma
 // case with a W stride, plus a channels_last input with W stride 3 (the untiled copy), a W
@@ -1270,7 +1260,7 @@ TEST_P(CudaWgmmaUpsampled, MatchesFloat64Oracle) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaUpsampled,
                          ::testing::Range(0, static_cast<int>(upsampled_case_list().size()),
                                           quick_mode() ? 2 : 1),
-                         tma_case_name);
+                         indexed_case_name);
 
 // W phases merged (CONVT_WG_WMERGE=1 asks for them wherever W is strided): every case with
 // a W stride above (zeros inserted along W, scattered W taps), plus a kb73-like 3-D layer
@@ -1314,7 +1304,7 @@ TEST_P(CudaWgmmaMerged, MatchesFloat64Oracle) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaMerged,
                          ::testing::Range(0, static_cast<int>(merged_case_list().size()),
                                           quick_mode() ? 3 : 1),
-                         tma_case_name);
+                         indexed_case_name);
 
 // W phase pairs in registers (CONVT_WG_WMERGE=2: W stride 2, at most 32 output channels per
 // group, not split TF32) on the merged cases; the others run as the planner would without it.
@@ -1339,7 +1329,7 @@ TEST_P(CudaWgmmaPairs, MatchesFloat64Oracle) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaPairs,
                          ::testing::Range(0, static_cast<int>(merged_case_list().size()),
                                           quick_mode() ? 3 : 1),
-                         tma_case_name);
+                         indexed_case_name);
 
 // The input read in place (CONVT_WG_RAW=1 asks for it wherever it can run: float32 as TF32,
 // A from registers) on every wgmma case: position-major tiles of 8 to 64 channels (several
@@ -1393,7 +1383,7 @@ TEST(CudaWgmmaRaw, MostCasesReadTheInputInPlace) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaRaw,
                          ::testing::Range(0, static_cast<int>(wgmma_case_list().size()),
                                           quick_mode() ? 3 : 1),
-                         tma_case_name);
+                         indexed_case_name);
 
 // Layouts a tensor map cannot describe run the mma.sync kernels instead of the TMA kernel
 // asked for, and say so. (Under the default dispatch some of these run the wgmma kernel,
