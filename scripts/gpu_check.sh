@@ -11,6 +11,7 @@
 #   NCU_CASE="kb57 --dtype bf16 --kernel implicit_gemm_wgmma" bash scripts/gpu_check.sh \
 #     build install ncu-src   # stall reasons and per-instruction samples of one kernel
 #   bash scripts/gpu_check.sh install bench-strict   # strict float32 forward, 10 runs a side
+#   bash scripts/gpu_check.sh install bench-models   # the layers of published models (--suite models)
 #   bash scripts/gpu_check.sh install tile-sweep   # the TMA kernel's tiles against its planner
 #   bash scripts/gpu_check.sh build install wgmma   # the TMA kernel on wgmma: tests, sanitizers, timing
 #   bash scripts/gpu_check.sh install owners   # tap-less W phases by their owners, on and off
@@ -411,6 +412,13 @@ fi
 if has bench; then
   step bench python3 -m convt bench --dtype fp32,bf16 --math default,strict \
     --json "$OUT/bench.json" --plot "$OUT/bench.png"
+fi
+if has bench-models; then
+  # The layers of published models (convt bench --suite models), after a throw-away run.
+  python3 -m convt bench --suite models --dtype fp32 --reps 3 -q >/dev/null 2>&1
+  step bench-models python3 -m convt bench --suite models --dtype fp32,bf16 \
+    --math default,strict --json "$OUT/models.json"
+  grep -E "geomean" "$OUT/bench-models.log" | tee -a "$SUMMARY"
 fi
 if has overhead; then
   step overhead python3 scripts/host_overhead.py
