@@ -16,6 +16,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -260,26 +261,35 @@ INSTANTIATE_TEST_SUITE_P(Sweep, CudaSweep,
                                           quick_mode() ? 8 : 1),
                          indexed_case_name);
 
-// The direct forward by output tiles (CONVT_DIRECT_TILED=1: the input window of a tile
-// staged in shared memory): every case of the sweep (depthwise and other small groups,
-// strides, dilation, padding, output_padding, every layout) with the direct kernel asked
-// for, every precision, against the float64 oracle.
-class CudaDirectTiled : public ::testing::TestWithParam<int> {};
+// An environment variable set for a scope (unset again however the scope ends).
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  const char* name_;
+};
 
-TEST_P(CudaDirectTiled, MatchesFloat64Oracle) {
+// The direct forward kernels asked for on every other case of the sweep (depthwise and
+// other small groups, strides, dilation, padding, output_padding, every layout), every
+// precision, against the float64 oracle: the kernel by rows of outputs (the default where
+// offsets fit an int) and the per-output kernel (CONVT_DIRECT_ROWS=0).
+class CudaDirectForward : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaDirectForward, MatchesFloat64Oracle) {
   SKIP_WITHOUT_CUDA();
-  struct Tiled {  // (unset again however the test ends)
-    Tiled() { setenv("CONVT_DIRECT_TILED", "1", 1); }
-    ~Tiled() { unsetenv("CONVT_DIRECT_TILED"); }
-  } tiled;
   const Case& c = cases()[static_cast<size_t>(GetParam())];
   SCOPED_TRACE(c.name());
-  for (const Precision& precision : kPrecisions)
-    check_all_directions(c.problem, c.layout, precision, 7919u * uint64_t(GetParam()) + 2,
-                         nullptr, false, ForwardKernel::kDirect);
+  for (const char* rows : {"1", "0"}) {
+    SCOPED_TRACE(std::string("CONVT_DIRECT_ROWS=") + rows);
+    const ScopedEnv env("CONVT_DIRECT_ROWS", rows);
+    for (const Precision& precision : kPrecisions)
+      check_all_directions(c.problem, c.layout, precision, 7919u * uint64_t(GetParam()) + 2,
+                           nullptr, false, ForwardKernel::kDirect);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Sweep, CudaDirectTiled,
+INSTANTIATE_TEST_SUITE_P(Sweep, CudaDirectForward,
                          ::testing::Range(0, static_cast<int>(cases().size()),
                                           quick_mode() ? 8 : 2),
                          indexed_case_name);
@@ -331,6 +341,41 @@ TEST(CudaEdgeCases, StridesAndDilationsOutsideTheSweep) {
     for (Layout layout : {Layout::kContiguous, Layout::kPermuted})
       for (const Precision& precision : kPrecisions)
         check_all_directions(p, layout, precision, ++seed);
+  }
+}
+
+// The direct forward by rows of outputs at its own boundaries: several column tiles with a
+// partial last one, columns that leave most of a 32-column tile empty, a single column,
+// and row counts that leave partial chunks (or halve them for lack of blocks); against the
+// per-output kernel's path too (CONVT_DIRECT_ROWS=0).
+TEST(CudaDirectForwardRows, ColumnTilesAndRowChunks) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<Problem> problems = {
+      // 1-D depthwise, 1401 output columns: six tiles of 256, the last one partial.
+      make_problem(1, 3, 4, 4, 4, {700, 1, 1}, {4, 1, 1}, {2, 1, 1}, {1, 1, 1}, {1, 0, 0},
+                   {1, 1, 1}, true),
+      // 2-D, two output channels per group, W 600 (three tiles), 84 rows (halved chunks).
+      make_problem(2, 2, 3, 6, 3, {5, 300, 1}, {3, 5, 1}, {1, 2, 1}, {0, 2, 0}, {0, 1, 0},
+                   {1, 1, 1}, false),
+      // 3-D with one output column, strided and dilated along D and H.
+      make_problem(3, 2, 4, 6, 2, {3, 4, 1}, {2, 3, 1}, {3, 2, 1}, {1, 0, 0}, {2, 1, 0},
+                   {2, 2, 1}, true),
+      // 2-D with 3 output columns (4-column tiles, 64 rows a pass) and 3570 rows.
+      make_problem(2, 5, 6, 6, 3, {40, 1, 1}, {2, 3, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true),
+  };
+  uint64_t seed = 100;
+  for (const Problem& p : problems) {
+    SCOPED_TRACE(p.to_string());
+    ASSERT_NO_THROW(p.validate());
+    for (const char* rows : {"1", "0"}) {
+      SCOPED_TRACE(std::string("CONVT_DIRECT_ROWS=") + rows);
+      const ScopedEnv env("CONVT_DIRECT_ROWS", rows);
+      for (Layout layout : {Layout::kContiguous, Layout::kPermuted})
+        for (const Precision& precision : kPrecisions)
+          check_all_directions(p, layout, precision, ++seed, nullptr, false,
+                               ForwardKernel::kDirect);
+    }
   }
 }
 
@@ -607,14 +652,6 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaTmaPath,
 // its weight packing (canonical K-major core matrices), the warpgroup's rows-to-positions
 // mapping and its epilogue.
 class CudaTmaWgmma : public ::testing::TestWithParam<int> {};
-
-struct ScopedEnv {
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-  const char* name_;
-};
 
 TEST_P(CudaTmaWgmma, MatchesFloat64Oracle) {
   const std::string reason = tma_unavailable_reason();

@@ -3,13 +3,18 @@
 //
 // All kernels work on the canonical 3-D problem with rank-5 (N, C, D, H, W) tensors of
 // arbitrary element strides, described by DirectParams, and index with 64-bit integers
-// in grid-stride loops, so tensors may exceed 2^31 elements.
+// in grid-stride loops (the forward with 32-bit ones where every offset fits), so tensors
+// may exceed 2^31 elements.
 //
-//   forward      one thread per output element y[n, c, o] (a gather). Per spatial
-//                dimension the taps k that reach o form an arithmetic progression (solved
-//                once per element with a modular inverse), so the loops visit only
-//                contributing (input position, tap) pairs; the innermost loop runs over the
-//                group's input channels with no division.
+//   forward      a gather per output element y[n, c, o]. Per spatial dimension the taps
+//                k that reach o form an arithmetic progression (solved with a modular
+//                inverse), so the loops visit only contributing (input position, tap)
+//                pairs; the innermost loop runs over the group's input channels with no
+//                division. Where every offset fits an int, forward_rows_kernel solves the
+//                W taps once per column and the D and H taps once per output row (tables in
+//                shared memory); elsewhere forward_kernel, one thread per output, solves
+//                them per element in 64-bit arithmetic. Both sum the same products in the
+//                same order.
 //   grad_input   one thread per element dx[n, c, i]: a direct convolution of dy with w.
 //                Per dimension the taps with o = i*stride - pad + k*dil inside the output
 //                form a contiguous range.
@@ -165,7 +170,7 @@ struct TapRunI {
 };
 
 template <typename I>
-__device__ inline TapRunI<I> forward_taps_i(const DirectParams& p, int d, I o) {
+__device__ __forceinline__ TapRunI<I> forward_taps_i(const DirectParams& p, int d, I o) {
   const I s_g = I(p.s_g[d]), d_g = I(p.d_g[d]), g = I(p.gcd[d]), kd = I(p.k[d]), in = I(p.in[d]);
   TapRunI<I> r{0, s_g, 0, -d_g, 0};
   const I t0 = o + I(p.pad[d]);  // = i*stride + k*dil, and >= 0
@@ -331,120 +336,148 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
-// The forward for small groups (depthwise and other groups of few channels, float64), by
-// output tiles (forward_tiled_kernel; CONVT_DIRECT_TILED=1 asks for it, being verified):
-// a block computes an output tile of tile_h x tile_w positions (256 of them) for up to
-// kTiledCog channels of one group at one output D position. Per D tap it stages the input
-// window the tile reads (every input channel of the group) in shared memory, converted to
-// the accumulator type, and the weights of its channels once; each thread then sums its
-// outputs' taps from there. The products and their order are forward_kernel's (per tap, a
-// partial sum over the input channels, added to the output's sum), so the results are the
-// same bit for bit; only the loads move (each input element is read from memory once per
-// tile and D tap instead of once per output tap).
-constexpr int kTiledCog = 8;
-constexpr int kTiledSmem = 40 * 1024;  // the input window and the weights, in bytes
-
-struct TiledShape {
-  int tile_h, tile_w;   // output positions per block along H and W (tile_h x tile_w = 256)
-  int rows, cols;       // the largest input window a tile reads along H and W
-  int h_tiles, w_tiles, co_chunks;
+// The forward by rows of outputs (forward_rows_kernel), for every problem whose offsets fit
+// an int (forward_fits_int32): forward_kernel's sums, in the same order, without its
+// per-output index arithmetic. A block takes a tile of `tw` output columns (a power of two
+// up to 256) and runs over chunks of output rows (n, c, od, oh). It solves the W taps of
+// its columns once (a table in shared memory: the first tap's input and weight offsets and
+// the tap count, per column), and per chunk each thread solves one row's D and H taps and
+// offsets into shared memory; then every output is a few shared-memory reads and its taps'
+// loads and multiply-adds. Each output's address of every product is the one forward_kernel
+// computes, and the products are summed in the same order (per tap a partial sum over the
+// input channels, added to the output's sum), so the results are the same bit for bit.
+struct RowsShape {
+  int tw, tw_log2;     // output columns per block (a power of two, 1..256)
+  int chunk_rows;      // rows per chunk: a multiple of 256 / tw, at most 256
+  int rows, w_tiles;   // output rows N * C_out * D * H, column tiles
 };
 
-template <typename T>
-__global__ void __launch_bounds__(256)
-    forward_tiled_kernel(const DirectParams p, const TiledShape ts, const T* __restrict__ x,
-                         const T* __restrict__ w, const T* __restrict__ b,
-                         T* __restrict__ y) {
+// kCig: the input channels per group where 1, 2 or 4 (the channel loop unrolled), else 0.
+template <typename T, int kCig>
+__global__ void __launch_bounds__(kThreads, 4)
+    forward_rows_kernel(const DirectParams p, const RowsShape rs, const T* __restrict__ x,
+                        const T* __restrict__ w, const T* __restrict__ b,
+                        T* __restrict__ y) {
   using E = Elem<T>;
   using A = typename E::Acc;
   if (p.only_if != nullptr && *p.only_if == 0) return;
-  extern __shared__ __align__(16) unsigned char tiled_smem[];
-  const int cig = int(p.cig), cog = int(p.cog);
-  const int taps = int(p.k[0] * p.k[1] * p.k[2]);
-  // The block: W tile fastest, then H tile, channel chunk, D position, group, sample.
-  int r = int(blockIdx.x);
-  const int wt = r % ts.w_tiles; r /= ts.w_tiles;
-  const int ht = r % ts.h_tiles; r /= ts.h_tiles;
-  const int cc = r % ts.co_chunks; r /= ts.co_chunks;
-  const int od = r % int(p.out[0]); r /= int(p.out[0]);
-  const int g = r % int(p.groups);
-  const int n = r / int(p.groups);
-  const int co0 = cc * kTiledCog;
-  const int ncout = min(kTiledCog, cog - co0);
-  const int oh0 = ht * ts.tile_h, ow0 = wt * ts.tile_w;
-  // The input window of the tile: rows and columns some of its outputs read.
-  const int sh = int(p.stride[1]), sw = int(p.stride[2]);
-  const int ih_lo = max(0, int(ceil_div(int64_t(oh0) + p.pad[1] - (p.k[1] - 1) * p.dil[1], sh)));
-  const int ih_hi = min(int(p.in[1]) - 1, int(floor_div(int64_t(oh0) + ts.tile_h - 1 + p.pad[1], sh)));
-  const int iw_lo = max(0, int(ceil_div(int64_t(ow0) + p.pad[2] - (p.k[2] - 1) * p.dil[2], sw)));
-  const int iw_hi = min(int(p.in[2]) - 1, int(floor_div(int64_t(ow0) + ts.tile_w - 1 + p.pad[2], sw)));
-  const int rows = max(ih_hi - ih_lo + 1, 0), cols = max(iw_hi - iw_lo + 1, 0);
-  A* xs = reinterpret_cast<A*>(tiled_smem);                            // [cig][rows][cols]
-  A* ws = xs + size_t(cig) * ts.rows * ts.cols;                        // [cig][kTiledCog][taps]
-  // The weights of the block's channels, w[g * cig + ci][co0 + j][kd][kh][kw].
-  for (int i = threadIdx.x; i < cig * ncout * taps; i += blockDim.x) {
-    const int t = i % taps, j = (i / taps) % ncout, ci = i / (taps * ncout);
-    const int kw = t % int(p.k[2]), kh = (t / int(p.k[2])) % int(p.k[1]),
-              kd = t / int(p.k[2] * p.k[1]);
-    ws[(ci * kTiledCog + j) * taps + t] =
-        E::load(w + (int64_t(g) * cig + ci) * p.w_str[0] + int64_t(co0 + j) * p.w_str[1] +
-                kd * p.w_str[2] + kh * p.w_str[3] + kw * p.w_str[4]);
+  __shared__ int col_x[kThreads], col_w[kThreads], col_n[kThreads];
+  __shared__ int row_x[kThreads], row_w[kThreads], row_y[kThreads], row_nd[kThreads],
+      row_nh[kThreads];
+  __shared__ A row_b[kThreads];
+  const int t = int(threadIdx.x);
+  const int out0 = int(p.out[0]), out1 = int(p.out[1]), out2 = int(p.out[2]);
+  const int c_out = int(p.C_out), cog = int(p.cog), cig = int(p.cig);
+  const int xs1 = int(p.x_str[1]), ws0 = int(p.w_str[0]);
+  // Steps between consecutive taps of a run (64-bit products, exact where a run has two
+  // taps or more, the only place they are used).
+  const int sxd = -int(p.d_g[0] * p.x_str[2]), swd = int(p.s_g[0] * p.w_str[2]);
+  const int sxh = -int(p.d_g[1] * p.x_str[3]), swh = int(p.s_g[1] * p.w_str[3]);
+  const int sxw = -int(p.d_g[2] * p.x_str[4]), sww = int(p.s_g[2] * p.w_str[4]);
+  const int ow0 = int(blockIdx.x) * rs.tw;
+  if (t < rs.tw) {
+    const int ow = ow0 + t;
+    int cx = 0, cw = 0, cn = -1;  // -1: past the output
+    if (ow < out2) {
+      const TapRunI<int> tr = forward_taps_i<int>(p, 2, ow);
+      cx = tr.i0 * int(p.x_str[4]);
+      cw = tr.k0 * int(p.w_str[4]);
+      cn = tr.count;
+    }
+    col_x[t] = cx;
+    col_w[t] = cw;
+    col_n[t] = cn;
   }
-  const int oh = oh0 + int(threadIdx.x) / ts.tile_w, ow = ow0 + int(threadIdx.x) % ts.tile_w;
-  const bool live = oh < int(p.out[1]) && ow < int(p.out[2]);
-  const TapRunI<int> td = forward_taps_i<int>(p, 0, od);
-  TapRunI<int> th{}, tw{};
-  if (live) {
-    th = forward_taps_i<int>(p, 1, oh);
-    tw = forward_taps_i<int>(p, 2, ow);
-  }
-  A acc[kTiledCog];
-#pragma unroll
-  for (int j = 0; j < kTiledCog; ++j) acc[j] = A(0);
-  for (int jd = 0; jd < td.count; ++jd) {
-    const int id = td.i0 + jd * td.i_step, kd = td.k0 + jd * td.k_step;
-    __syncthreads();  // (the previous D tap's window is read; the weights are in, first time)
-    for (int i = threadIdx.x; i < cig * rows * cols; i += blockDim.x) {
-      const int c = i % cols, rr = (i / cols) % rows, ci = i / (cols * rows);
-      xs[(ci * ts.rows + rr) * ts.cols + c] =
-          E::load(x + int64_t(n) * p.x_str[0] + (int64_t(g) * cig + ci) * p.x_str[1] +
-                  int64_t(id) * p.x_str[2] + int64_t(ih_lo + rr) * p.x_str[3] +
-                  int64_t(iw_lo + c) * p.x_str[4]);
+  const int col = t & (rs.tw - 1), row_in_pass = t >> rs.tw_log2;
+  const int rows_per_pass = kThreads >> rs.tw_log2;
+  for (int r0 = int(blockIdx.y) * rs.chunk_rows; r0 < rs.rows;
+       r0 += int(gridDim.y) * rs.chunk_rows) {
+    __syncthreads();  // (the previous chunk's rows are read; the first: the column table)
+    if (t < rs.chunk_rows && r0 + t < rs.rows) {
+      int r = r0 + t;
+      const int oh = r % out1;
+      r /= out1;
+      const int od = r % out0;
+      r /= out0;
+      const int c = r % c_out;
+      const int n = r / c_out;
+      const int g = c / cog, co = c - g * cog;
+      const TapRunI<int> td = forward_taps_i<int>(p, 0, od);
+      const TapRunI<int> th = forward_taps_i<int>(p, 1, oh);
+      row_x[t] = n * int(p.x_str[0]) + g * cig * xs1 + td.i0 * int(p.x_str[2]) +
+                 th.i0 * int(p.x_str[3]);
+      row_w[t] = g * cig * ws0 + co * int(p.w_str[1]) + td.k0 * int(p.w_str[2]) +
+                 th.k0 * int(p.w_str[3]);
+      row_y[t] = n * int(p.y_str[0]) + c * int(p.y_str[1]) + od * int(p.y_str[2]) +
+                 oh * int(p.y_str[3]);
+      row_nd[t] = td.count;
+      row_nh[t] = th.count;
+      row_b[t] = b != nullptr ? E::load(b + c * int(p.b_str)) : A(0);
     }
     __syncthreads();
-    if (!live) continue;
-    for (int jh = 0; jh < th.count; ++jh) {
-      const int ihr = th.i0 + jh * th.i_step - ih_lo;
-      const int kh = th.k0 + jh * th.k_step;
-      for (int jw = 0; jw < tw.count; ++jw) {
-        const int iwc = tw.i0 + jw * tw.i_step - iw_lo;
-        const int t = (kd * int(p.k[1]) + kh) * int(p.k[2]) + tw.k0 + jw * tw.k_step;
-        // (A fixed count, so that acc stays in registers.)
+    const int cn = col_n[col];
+    if (cn < 0) continue;  // (no barrier is skipped: the next one is at the loop's top)
+    const int cx = col_x[col], cw = col_w[col];
+    const int y_col = (ow0 + col) * int(p.y_str[4]);
+    const int rows_here = min(rs.chunk_rows, rs.rows - r0);
+    for (int rr = row_in_pass; rr < rows_here; rr += rows_per_pass) {
+      const int nd = row_nd[rr], nh = row_nh[rr];
+      const int xr = row_x[rr] + cx, wr = row_w[rr] + cw;
+      A acc = A(0);
+      for (int jd = 0; jd < nd; ++jd) {
+        for (int jh = 0; jh < nh; ++jh) {
+          const int xh = xr + jd * sxd + jh * sxh, wh = wr + jd * swd + jh * swh;
+          if constexpr (kCig > 0) {
+            // W taps two at a time, both taps' loads issued before their products (the
+            // products and their order unchanged).
+            int jw = 0;
+            for (; jw + 1 < cn; jw += 2) {
+              const int xo = xh + jw * sxw, wo = wh + jw * sww;
+              A xa[kCig], wa[kCig], xb[kCig], wb[kCig];
 #pragma unroll
-        for (int j = 0; j < kTiledCog; ++j) {
-          if (j >= ncout) break;
-          A part = A(0);  // (forward_kernel's order: a partial sum per tap)
-          for (int ci = 0; ci < cig; ++ci)
-            part = E::madd(xs[(ci * ts.rows + ihr) * ts.cols + iwc],
-                           ws[(ci * kTiledCog + j) * taps + t], part);
-          acc[j] += part;
+              for (int ci = 0; ci < kCig; ++ci) {
+                xa[ci] = E::load(x + (xo + ci * xs1));
+                wa[ci] = E::load(w + (wo + ci * ws0));
+                xb[ci] = E::load(x + (xo + sxw + ci * xs1));
+                wb[ci] = E::load(w + (wo + sww + ci * ws0));
+              }
+              A part = A(0);
+#pragma unroll
+              for (int ci = 0; ci < kCig; ++ci) part = E::madd(xa[ci], wa[ci], part);
+              acc += part;
+              part = A(0);
+#pragma unroll
+              for (int ci = 0; ci < kCig; ++ci) part = E::madd(xb[ci], wb[ci], part);
+              acc += part;
+            }
+            if (jw < cn) {
+              const int xo = xh + jw * sxw, wo = wh + jw * sww;
+              A part = A(0);
+#pragma unroll
+              for (int ci = 0; ci < kCig; ++ci)
+                part = E::madd(E::load(x + (xo + ci * xs1)), E::load(w + (wo + ci * ws0)), part);
+              acc += part;
+            }
+          } else {
+            for (int jw = 0; jw < cn; ++jw) {
+              const T* xp = x + (xh + jw * sxw);
+              const T* wp = w + (wh + jw * sww);
+              A part = A(0);
+              for (int ci = 0; ci < cig; ++ci) {
+                part = E::madd(E::load(xp), E::load(wp), part);
+                xp += xs1;
+                wp += ws0;
+              }
+              acc += part;
+            }
+          }
         }
       }
+      if (b != nullptr) acc += row_b[rr];
+      E::store(y + (row_y[rr] + y_col), acc);
     }
   }
-  if (!live) return;
-#pragma unroll
-  for (int j = 0; j < kTiledCog; ++j) {
-    if (j >= ncout) break;
-    const int64_t c = int64_t(g) * cog + co0 + j;
-    A v = acc[j];
-    if (b != nullptr) v += E::load(b + c * p.b_str);
-    E::store(y + (n * p.y_str[0] + c * p.y_str[1] + od * p.y_str[2] + oh * p.y_str[3] +
-                  ow * p.y_str[4]),
-             v);
-  }
 }
-
 // dx[n, c, id, ih, iw] = sum over co < Cog and taps k with o inside the output of
 // dy[n, g*Cog + co, o] * w[c, co, k].
 template <typename T>
@@ -643,36 +676,28 @@ inline bool forward_fits_int32(const DirectParams& p, int64_t total, int64_t gri
   return total + grid_threads < kLimit;
 }
 
-// forward_tiled_kernel's tile for p, and whether it runs it (CONVT_DIRECT_TILED=1, read at
-// every call, being verified; where forward_fits_int32 holds, the window and weights fit
-// kTiledSmem and the blocks an int): fills `ts` and the shared memory it takes.
-template <typename T>
-bool forward_tiled_shape(const DirectParams& p, int64_t total, TiledShape& ts,
-                         std::size_t& smem) {
-  const char* env = std::getenv("CONVT_DIRECT_TILED");
-  if (env == nullptr || env[0] != '1') return false;
-  if (!forward_fits_int32(p, total, 256)) return false;
-  using A = typename Elem<T>::Acc;
-  int tw = 256;
-  while (tw > 32 && tw / 2 >= p.out[2]) tw /= 2;
-  ts.tile_w = tw;
-  ts.tile_h = 256 / tw;
-  // (The window along a dimension: (tile - 1 + (k - 1) * dil) / stride + 1 positions, one
-  // more for the rounding of its two ends.)
-  ts.rows = int(std::min<int64_t>((ts.tile_h - 1 + (p.k[1] - 1) * p.dil[1]) / p.stride[1] + 2,
-                                  p.in[1]));
-  ts.cols = int(std::min<int64_t>((ts.tile_w - 1 + (p.k[2] - 1) * p.dil[2]) / p.stride[2] + 2,
-                                  p.in[2]));
-  const int64_t taps = p.k[0] * p.k[1] * p.k[2];
-  const int64_t bytes = (p.cig * ts.rows * ts.cols + p.cig * kTiledCog * taps) * int64_t(sizeof(A));
-  if (bytes > kTiledSmem) return false;
-  ts.h_tiles = int((p.out[1] + ts.tile_h - 1) / ts.tile_h);
-  ts.w_tiles = int((p.out[2] + ts.tile_w - 1) / ts.tile_w);
-  ts.co_chunks = int((p.cog + kTiledCog - 1) / kTiledCog);
-  const int64_t blocks =
-      p.N * p.groups * p.out[0] * ts.co_chunks * int64_t(ts.h_tiles) * ts.w_tiles;
-  if (blocks >= (int64_t(1) << 31)) return false;
-  smem = std::size_t(bytes);
+// forward_rows_kernel's shape for p, and whether it runs it: where forward_fits_int32 holds
+// (and CONVT_DIRECT_ROWS=0, read at every call, does not ask for the per-output kernel).
+// Column tiles of the next power of two at or above W, up to 256; chunks of 256 rows,
+// halved while that would leave fewer than max_blocks / 8 blocks.
+inline bool forward_rows_shape(const DirectParams& p, int64_t total, int64_t max_blocks,
+                               RowsShape& rs) {
+  const char* env = std::getenv("CONVT_DIRECT_ROWS");
+  if (env != nullptr && env[0] == '0') return false;
+  if (!forward_fits_int32(p, total, int64_t(kThreads) * 65535)) return false;
+  rs.tw = 1;
+  rs.tw_log2 = 0;
+  while (rs.tw < kThreads && rs.tw < p.out[2]) {
+    rs.tw *= 2;
+    ++rs.tw_log2;
+  }
+  rs.rows = int(p.N * p.C_out * p.out[0] * p.out[1]);
+  rs.w_tiles = int((p.out[2] + rs.tw - 1) / rs.tw);
+  const int rows_per_pass = kThreads / rs.tw;
+  rs.chunk_rows = kThreads;
+  auto blocks = [&](int chunk) { return ((int64_t(rs.rows) + chunk - 1) / chunk) * rs.w_tiles; };
+  while (rs.chunk_rows > rows_per_pass && blocks(rs.chunk_rows) < max_blocks / 8)
+    rs.chunk_rows /= 2;
   return true;
 }
 
@@ -681,13 +706,24 @@ cudaError_t launch_forward(const DirectParams& p, const T* x, const T* w, const 
                            int64_t max_blocks, cudaStream_t stream) {
   const int64_t total = p.N * p.C_out * p.out[0] * p.out[1] * p.out[2];
   if (total == 0) return cudaSuccess;
-  TiledShape ts{};
-  std::size_t smem = 0;
-  if (forward_tiled_shape<T>(p, total, ts, smem)) {
-    const int64_t blocks =
-        p.N * p.groups * p.out[0] * ts.co_chunks * int64_t(ts.h_tiles) * ts.w_tiles;
-    forward_tiled_kernel<T><<<static_cast<unsigned>(blocks), 256, smem, stream>>>(p, ts, x, w,
-                                                                                  b, y);
+  RowsShape rs{};
+  if (forward_rows_shape(p, total, max_blocks, rs)) {
+    const int64_t chunks = (int64_t(rs.rows) + rs.chunk_rows - 1) / rs.chunk_rows;
+    const int64_t per_tile = std::max<int64_t>(max_blocks / rs.w_tiles, 1);
+    const dim3 grid(unsigned(rs.w_tiles), unsigned(std::min<int64_t>({chunks, per_tile, 65535})));
+    switch (p.cig) {
+      case 1:
+        forward_rows_kernel<T, 1><<<grid, kThreads, 0, stream>>>(p, rs, x, w, b, y);
+        break;
+      case 2:
+        forward_rows_kernel<T, 2><<<grid, kThreads, 0, stream>>>(p, rs, x, w, b, y);
+        break;
+      case 4:
+        forward_rows_kernel<T, 4><<<grid, kThreads, 0, stream>>>(p, rs, x, w, b, y);
+        break;
+      default:
+        forward_rows_kernel<T, 0><<<grid, kThreads, 0, stream>>>(p, rs, x, w, b, y);
+    }
     return cudaGetLastError();
   }
   const unsigned grid = host::grid_for(total, kThreads, max_blocks);
