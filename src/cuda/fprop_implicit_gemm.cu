@@ -531,7 +531,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   bool found = false;
   // One K step (bk channels, hb H taps): its stage layout into the plan where it leaves
   // at least min_stages stages.
-  auto try_step = [&](int64_t bk, int64_t hb, int min_stages) {
+  auto try_step = [&](int64_t bk, int64_t hb, int min_stages, int64_t stack = 1) {
     if (hb_env > 0 && hb != std::min<int64_t>(hb_env, tmax[1])) return false;
     const int64_t hbox = best_rows + (hb - 1) * doff[1];
     if (hbox > 256) return false;
@@ -547,7 +547,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
         }
       }
     }
-    const int64_t box = hbox * wbox * bk * e;
+    const int64_t box = stack * hbox * wbox * bk * e;
     const int64_t wbytes = hb * wtaps * cw * bk * e;
     // Stage: box, [residual box at the next 1024 bytes (its swizzle)], weight tiles,
     // [residual weight tiles]. Reading in place: the raw box, then room for the A loads of
@@ -659,6 +659,44 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
       }
     }
   }
+  // Planes stacked (ImplicitGemmFpropPlan::wg_stack): where a tile holds a phase's whole
+  // plane (one row group, one column segment) and its box of hbox x wbox positions fits
+  // the tile twice or more, the box takes as many consecutive planes as fit the tile's
+  // positions and kMaxRows box rows: the samples of a 1-D or 2-D problem (its D of one
+  // position, one tap), else the D positions of one sample. The tile then computes the
+  // outputs of several planes where it would drop most of its positions (a DCGAN layer's
+  // 4 x 4 phases, 25 of 256 positions used). With the copy only (not split into pieces
+  // for the transposer, not read in place, not with folded, scattered or merged W taps).
+  // CONVT_WG_STACK=0 turns it off, =S caps the planes at S.
+  plan.wg_stack = 1;
+  plan.wg_stack_n = false;
+  plan.wg_used_plane = best_used;
+  {
+    const char* stack_s = std::getenv("CONVT_WG_STACK");
+    const int64_t stack_env = stack_s != nullptr && *stack_s != '\0' ? std::atoi(stack_s) : -1;
+    const bool whole = q[1] <= best_rows && q[2] <= best_wv;
+    const bool flat_d = p.input_size[0] == 1 && p.kernel_size[0] == 1 && p.padding[0] == 0 &&
+                        p.stride[0] == 1;
+    const int64_t planes = flat_d ? p.batch : q[0];
+    const int64_t plane_box = int64_t(plan.wg_hbox) * plan.wg_wbox;
+    int64_t stack = std::min<int64_t>({best_n / plane_box, wg::kMaxRows / plan.wg_hbox, planes});
+    if (stack_env > 0) stack = std::min(stack, stack_env);
+    const bool can = stack_env != 0 && whole && !raw && !plan.wg_xp && fold == 1 && !scatter &&
+                     !wmerge && !wpairs && stack >= 2;
+    if (can) {
+      const ImplicitGemmFpropPlan before = plan;
+      while (stack >= 2 && !try_step(plan.wg_bk, plan.wg_hb, 2, stack)) --stack;
+      if (stack >= 2) {
+        plan.wg_stack = int(stack);
+        plan.wg_stack_n = flat_d;
+        // (The last group of planes may be partial.)
+        const int64_t groups_of = (planes + stack - 1) / stack;
+        best_used = double(q[1] * q[2]) * double(planes) / double(groups_of * best_n);
+      } else {
+        plan = before;
+      }
+    }
+  }
   plan.wg_fold = fold;
   plan.wg_scatter = scatter;
   plan.wg_sc_clo = int(sc_clo);
@@ -713,7 +751,11 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   const int64_t all_phases = p.stride[0] * p.stride[1] * (scatter ? 1 : p.stride[2]);
   const int64_t segs = (q[2] + best_wv - 1) / best_wv;
   const int64_t row_groups = (q[1] + best_rows - 1) / best_rows;
-  const int64_t tiles = p.groups * co_tiles * phases * p.batch * q[0] * row_groups * segs;
+  // (Stacked planes: a tile per group of wg_stack samples or D positions.)
+  const int64_t batch_tiles = plan.wg_stack_n ? (p.batch + plan.wg_stack - 1) / plan.wg_stack
+                                              : p.batch;
+  const int64_t d_tiles = plan.wg_stack_n ? q[0] : (q[0] + plan.wg_stack - 1) / plan.wg_stack;
+  const int64_t tiles = p.groups * co_tiles * phases * batch_tiles * d_tiles * row_groups * segs;
   if (tiles > INT_MAX - (int64_t(1) << 22)) return no("too many tiles");
   const int64_t chunks = int64_t(plan.wg_cblocks) * plan.wg_bk / kc;
   if (copies * p.batch * p.groups * plan.wg_cblocks >= (int64_t(1) << 31))
@@ -828,6 +870,8 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
   plan.usable = true;
   // The dispatcher's wgmma tile was declined for the positions it would drop (below).
   bool wg_sparse = false;
+  // (The stacked tile was declined for the TMA kernel's half-full W segments.)
+  bool stack_declined = false;
 
   // The TMA-fed kernel: tile of 128 positions x BN channels x BK input channels. Its packed
   // weight (channels padded to BK and BN <= 64) never exceeds the workspace above.
@@ -905,16 +949,27 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
     // CONVT_WG_FOLD=1 asks for folded tiles.)
     const char* fold_s = std::getenv("CONVT_WG_FOLD");
     const bool fold_asked = fold_s != nullptr && std::atoi(fold_s) == 1;
+    // (Not where the unmerged tiles stack planes: a phase's plane is then small, and the
+    // stacked tile computes several planes' outputs where the pair's would drop most of its
+    // positions.)
+    bool stacked = false;
     if (!upsampled && !scattered && !merged && p.stride[2] == 2 && wm_env != 0 && !fold_asked &&
         p.dtype != DType::kFloat32) {
-      ImplicitGemmFpropPlan m = plan;
-      plan_wgmma_tile(p, m, false, false, true);
-      if (m.wg) {
-        plan = m;
-        merged = true;
+      ImplicitGemmFpropPlan one = plan;
+      plan_wgmma_tile(p, one);
+      if (one.wg && one.wg_stack > 1) {
+        plan = one;
+        stacked = true;
+      } else {
+        ImplicitGemmFpropPlan m = plan;
+        plan_wgmma_tile(p, m, false, false, true);
+        if (m.wg) {
+          plan = m;
+          merged = true;
+        }
       }
     }
-    if (!upsampled && !scattered && !merged) plan_wgmma_tile(p, plan);
+    if (!upsampled && !scattered && !merged && !stacked) plan_wgmma_tile(p, plan);
     // The input read in place (float32 as TF32; ImplicitGemmFpropPlan::wg_raw) runs only
     // where CONVT_WG_RAW=1 asks for it (wherever it can run). Measured on an H200
     // (docs/kernels.md), it lost to the wgmma kernel with its input copy on most of the
@@ -929,6 +984,7 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
     if (plan.wg && !upsampled && !merged && opt.forward_kernel == ForwardKernel::kAuto) {
       const double k_avg = double(cig) * double(p.kernel_size[0] * p.kernel_size[1] *
                                                 p.kernel_size[2]) / double(phases);
+      const int64_t e_size = dtype_size(p.dtype);
       const bool take = p.dtype != DType::kFloat32 ? k_avg >= 64 || cog <= 16
                         : plan.split ? k_avg >= 128 || (k_avg >= 96 && cog >= 48) || cog <= 16
                                      : (k_avg >= (phases == 1 ? 128 : 384) && cog >= 48) ||
@@ -939,7 +995,16 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
         plan.wg_reason = detail::str_cat("reduction of ", int64_t(k_avg + 0.5),
                                          " per phase on average and ", cog,
                                          " output channels per group: the TMA kernel is faster");
-      } else if (plan.wg_used < kWgmmaMinUsed) {
+      } else if (plan.wg_used < kWgmmaMinUsed ||
+                 (plan.wg_stack > 1 && plan.wg_used_plane < kWgmmaMinUsed &&
+                  2 * q[2] >= ((q[2] + 128 / e_size - 1) / (128 / e_size)) * (128 / e_size))) {
+        // (Stacked planes against the TMA kernel: where one plane would use under 35% of
+        // the tile and the TMA kernel's W segments (32 float or 64 16-bit positions) are at
+        // least half full, the TMA kernel runs the layer. Measured on an H200
+        // (docs/kernels.md): HiFi-GAN's first layer, 32 positions a phase, 0.09 ms stacked
+        // in bfloat16 against 0.065 on the TMA kernel; the DCGAN layers' rows of 1 and 4
+        // positions 1.4x-1.6x faster stacked than on the TMA or gather kernel.)
+        stack_declined = plan.wg_used >= kWgmmaMinUsed;
         // A wgmma tile holds the rows of one (sample, D position) of a phase: where a phase
         // has few positions per sample (4 x 4 outputs of a DCGAN layer, 32 of a HiFi-GAN
         // one), most of its positions are computed and dropped. The TMA kernel's segments
@@ -1030,9 +1095,11 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
       plan.tma_reason = detail::str_cat(w_taps, " W taps leave no two pipeline stages");
     else if (tiles * phases * co_tiles > INT_MAX)
       plan.tma_reason = "grid too large";
-    else if (wg_sparse && 4 * q[2] < 3 * ((q[2] + seg_w - 1) / seg_w) * seg_w)
+    else if (wg_sparse && (stack_declined ? 2 : 4) * q[2] <
+                              (stack_declined ? 1 : 3) * ((q[2] + seg_w - 1) / seg_w) * seg_w)
       // (Where the wgmma tile was declined for its dropped positions: the TMA kernel only
-      // where its segments along W are three-quarters full, else the gather kernel.)
+      // where its segments along W are three-quarters full (half full where a stacked tile
+      // was declined for it), else the gather kernel.)
       plan.tma_reason = detail::str_cat("its segments of ", seg_w, " positions along W hold ",
                                         q[2]);
     else
@@ -1109,7 +1176,9 @@ bool wgmma_input_in_place(const Problem& p, const TensorRef& x) {
 
 bool wgmma_channels_last_in_place(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                   const TensorRef& x) {
-  if (!plan.wg || plan.wg_raw || plan.split || plan.wg_wup > 1 || p.input_size[0] != 1) return false;
+  if (!plan.wg || plan.wg_raw || plan.split || plan.wg_wup > 1 || p.input_size[0] != 1 ||
+      plan.wg_stack > 1)
+    return false;
   if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) return false;
   const int64_t e = dtype_size(p.dtype);
   const auto aligned = [&](int64_t stride) { return (stride * e) % 16 == 0; };
@@ -1255,20 +1324,31 @@ bool wgmma_supported(int device) {
 
 // The tensor map of the wgmma kernel's input copy xt ([N*G][cblocks][D][H][W][bk], see
 // implicit_gemm_fprop_wgmma_sm90.cuh): dims (bk, W, H, D, N*G*cblocks), box (bk, wbox,
-// hbox, 1, 1), swizzled in the row's width (32, 64 or 128 bytes), zeros out of bounds.
+// hbox, stacked D planes, 1), or with stacked samples dims (bk, W, H, N, G*cblocks), box
+// (bk, wbox, hbox, stacked samples, 1); swizzled in the row's width (32, 64 or 128 bytes),
+// zeros out of bounds.
 void make_xt_tensor_map(CUtensorMap* map, const ImplicitGemmFpropPlan& plan, const Problem& p,
                         void* xt) {
   const int64_t e = dtype_size(p.dtype);
   const int64_t row = int64_t(plan.wg_bk) * e;  // bytes of a position's channel block
-  const cuuint64_t dims[5] = {cuuint64_t(plan.wg_bk), cuuint64_t(p.input_size[2]),
-                              cuuint64_t(p.input_size[1]), cuuint64_t(p.input_size[0]),
-                              cuuint64_t((plan.split ? 2 : 1) * p.batch * p.groups *
-                                         plan.wg_cblocks)};
+  cuuint64_t dims[5] = {cuuint64_t(plan.wg_bk), cuuint64_t(p.input_size[2]),
+                        cuuint64_t(p.input_size[1]), cuuint64_t(p.input_size[0]),
+                        cuuint64_t((plan.split ? 2 : 1) * p.batch * p.groups * plan.wg_cblocks)};
   const cuuint64_t wrow = cuuint64_t(row) * cuuint64_t(p.input_size[2]);
   const cuuint64_t plane = wrow * cuuint64_t(p.input_size[1]);
-  const cuuint64_t gstrides[4] = {cuuint64_t(row), wrow, plane, plane * cuuint64_t(p.input_size[0])};
+  cuuint64_t gstrides[4] = {cuuint64_t(row), wrow, plane, plane * cuuint64_t(p.input_size[0])};
+  if (plan.wg_stack_n) {
+    // Samples stacked (a D of one position): dims (bk, W, H, N, G x channel blocks), the
+    // residual copies of split TF32 as samples N .. 2N - 1.
+    const cuuint64_t gcb = cuuint64_t(p.groups) * cuuint64_t(plan.wg_cblocks);
+    dims[3] = cuuint64_t((plan.split ? 2 : 1) * p.batch);
+    dims[4] = gcb;
+    gstrides[2] = plane * gcb;
+    gstrides[3] = plane;
+  }
+  // (Stacked planes: a box of wg_stack samples or D positions.)
   const cuuint32_t box[5] = {cuuint32_t(plan.wg_bk), cuuint32_t(plan.wg_wbox),
-                             cuuint32_t(plan.wg_hbox), 1, 1};
+                             cuuint32_t(plan.wg_hbox), cuuint32_t(plan.wg_stack), 1};
   const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
   CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   if (p.dtype == DType::kFloat16) type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
@@ -1333,6 +1413,9 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
       : plan.wg_wpairs ? std::string(", W phase pairs in registers")
                       : std::string(),
       ", ", plan.wg_stages, " stages",
+      plan.wg_stack > 1 ? detail::str_cat(", ", plan.wg_stack,
+                                          plan.wg_stack_n ? " samples" : " D planes", " a tile")
+                        : std::string(),
       plan.wg_w_resident ? detail::str_cat(" (weight tiles resident: ", plan.wg_steps,
                                            " K steps a tile)")
                          : std::string(),

@@ -102,6 +102,15 @@ struct ImplicitGemmFpropPlan {
   // producer does not copy them again (Params::w_reuse).
   bool wg_w_resident = false;
   int wg_steps = 0;
+  // Planes stacked in a tile (1: one plane): where a phase's whole (H, W) plane fits a box
+  // several times over, a tile's box holds wg_stack consecutive planes, wg_hbox rows each:
+  // its samples (wg_stack_n; 1-D and 2-D problems, the input copy's tensor map then has
+  // dims (bk, W, H, N, G x channel blocks)) or its D positions (3-D problems, a box of
+  // wg_stack D planes). Each plane's output rows are its first ones of the box's rows; the
+  // rows between (the H halo of a plane) are computed and dropped.
+  int wg_stack = 1;
+  bool wg_stack_n = false;
+  double wg_used_plane = 0;  // wg_used with one plane a tile
   std::string describe() const;
 };
 

@@ -57,7 +57,21 @@ void pack_weight(const ImplicitGemmFpropPlan& plan, const Problem& p, const Tens
   for (int d = 0; d < 5; ++d) pk.w_str[d] = w.strides[d];
   const int64_t packed = packed_weight_elems(pk);
   const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
-  pack_weight_kernel<T, kSplit><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
+  // (32-bit indices where the packed weight and every offset of w fit.)
+  bool fits = packed < (int64_t(1) << 31);
+  int64_t last = 0;
+  const int64_t sizes[5] = {pk.groups * pk.cig, pk.cog, pk.k[0], pk.k[1], pk.k[2]};
+  for (int d = 0; d < 5; ++d) {
+    fits = fits && pk.w_str[d] >= 0;
+    last += (sizes[d] - 1) * pk.w_str[d];
+  }
+  fits = fits && last < (int64_t(1) << 31);
+  if (fits) {
+    pack_weight_kernel<T, kSplit, int>
+        <<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
+  } else {
+    pack_weight_kernel<T, kSplit><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
+  }
   check_cuda(cudaGetLastError(), "pack_weight_kernel launch");
 }
 
@@ -189,7 +203,8 @@ void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUten
   pk.co_tiles = int((cog + BN - 1) / BN);
   for (int d = 0; d < 3; ++d) pk.k[d] = int(p.kernel_size[d]);
   const int64_t packed = tma_packed_weight_elems(pk, BN, BK);
-  const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
+  // (One block per tile of BN x BK elements.)
+  const int64_t pack_blocks = std::max<int64_t>(std::min<int64_t>(packed / (BN * BK), 65535), 1);
   pack_weight_tma_kernel<T, BN, BK, kSplit, kWgmma><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
   check_cuda(cudaGetLastError(), "pack_weight_tma_kernel launch");
 
@@ -482,7 +497,9 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   // (W taps scattered: W runs with stride 1, every tap in one phase, tap f in column block f.)
   if (plan.wg_scatter) pk.stride[2] = 1;
   const int64_t packed = wg::packed_weight_elems(pk);
-  const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
+  // (One block per tile of cw x bk elements.)
+  const int64_t pack_blocks =
+      std::max<int64_t>(std::min<int64_t>(packed / (int64_t(pk.cw) * pk.bk), 65535), 1);
   wg::pack_weight_wgmma_kernel<T><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
   check_cuda(cudaGetLastError(), "pack_weight_wgmma_kernel launch");
 
@@ -534,6 +551,15 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     tp.wup = plan.wg_wup;
     tp.wout = tp.in[2];
     tp.in[2] = (tp.wout - 1) / tp.wup + 1;
+    // Rows of the input contiguous (W stride 1, H stride W) and no zeros inserted: the copy
+    // runs over each (H, W) plane as one row of H x W positions, the same layout of xt, so
+    // that narrow rows (4 x 4 planes) still fill its tiles.
+    if (tp.wup == 1 && tp.x_str[4] == 1 && (tp.in[1] == 1 || tp.x_str[3] == tp.in[2])) {
+      tp.in[2] *= tp.in[1];
+      tp.wout = tp.in[2];
+      tp.in[1] = 1;
+      tp.x_str[3] = 0;  // (unused: one row)
+    }
     tp.split = kSplit ? 1 : 0;
     tp.nonfinite = counter + 1;
     tp.small_off = int64_t(tp.batch) * tp.groups * tp.cblocks * (tp.bk / wg::Kc<T>::value) *
@@ -612,6 +638,10 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.rows = plan.wg_rows;
   fp.wv = plan.wg_wv;
   fp.hb = plan.wg_hb;
+  fp.stack = plan.wg_stack;
+  fp.stack_n = plan.wg_stack_n ? 1 : 0;
+  fp.n_tiles = int(plan.wg_stack_n ? (p.batch + plan.wg_stack - 1) / plan.wg_stack : p.batch);
+  fp.d_tiles = int(plan.wg_stack_n ? q[0] : (q[0] + plan.wg_stack - 1) / plan.wg_stack);
   fp.row_groups = int((q[1] + plan.wg_rows - 1) / plan.wg_rows);
   fp.col_segs = int((q[2] + plan.wg_wv - 1) / plan.wg_wv);
   fp.tiles = int(plan.wg_tiles);

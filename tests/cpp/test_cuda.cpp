@@ -298,24 +298,6 @@ INSTANTIATE_TEST_SUITE_P(Sweep, CudaDirectForward,
 // Hand-picked problems
 // ---------------------------------------------------------------------------------------
 
-Problem make_problem(int dims, int64_t batch, int64_t c_in, int64_t c_out, int64_t groups,
-                     Dims in, Dims k, Dims stride, Dims pad, Dims out_pad, Dims dil, bool bias) {
-  Problem p;
-  p.spatial_dims = dims;
-  p.batch = batch;
-  p.in_channels = c_in;
-  p.out_channels = c_out;
-  p.groups = groups;
-  p.input_size = in;
-  p.kernel_size = k;
-  p.stride = stride;
-  p.padding = pad;
-  p.output_padding = out_pad;
-  p.dilation = dil;
-  p.has_bias = bias;
-  return p;
-}
-
 TEST(CudaEdgeCases, StridesAndDilationsOutsideTheSweep) {
   SKIP_WITHOUT_CUDA();
   const std::vector<Problem> problems = {
@@ -795,6 +777,66 @@ TEST_P(CudaWgmmaPath, MatchesFloat64Oracle) {
   const Case& c = wgmma_case_list()[static_cast<size_t>(GetParam())];
   check_wgmma_case(c, 15485863u * uint64_t(GetParam()) + 5, expect_wgmma_kernel);
 }
+
+// Planes stacked in a tile (ImplicitGemmFpropPlan::wg_stack): phases whose whole (H, W)
+// plane fits a box several times over put several samples (1-D and 2-D problems) or D
+// positions (3-D) in one tile. Batches that leave the last group partial, phases of unequal
+// extents, position-major and channel-major tiles, groups, split TF32 (strict float32, its
+// residual copies as further samples), a channels_last input (taking the copy).
+std::vector<Case> stack_cases() {
+  std::vector<Case> v;
+  auto add = [&](Problem p, Layout layout = Layout::kContiguous) { v.push_back({p, layout}); };
+  // A DCGAN-like layer: 4 x 4 inputs, kernel 4, stride 2, 32 output channels
+  // (position-major), 5 samples.
+  add(make_problem(2, 5, 64, 32, 1, {4, 4, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // Channel-major, 3 x 5 inputs, stride 1, 7 samples.
+  add(make_problem(2, 7, 32, 64, 1, {3, 5, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // Two groups of 32 -> 64 channels, no bias.
+  add(make_problem(2, 4, 64, 128, 2, {4, 4, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, false));
+  // Phases of 5 and 4 output rows (kernel 3, stride 2 along H, padding 1: 9 x 5).
+  add(make_problem(2, 6, 48, 40, 1, {5, 5, 1}, {3, 3, 1}, {2, 1, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // 1-D, a HiFi-GAN-like stride of 8 with kernel 16 over 20 inputs, 6 samples.
+  add(make_problem(1, 6, 32, 48, 1, {20, 1, 1}, {16, 1, 1}, {8, 1, 1}, {4, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // 3-D: D positions stacked (6 x 3 x 3 inputs, stride 2, output_padding), and a video-GAN-
+  // like 2 x 4 x 4 input.
+  add(make_problem(3, 2, 32, 64, 1, {6, 3, 3}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1},
+                   {1, 1, 1}, true));
+  add(make_problem(3, 3, 64, 32, 1, {2, 4, 4}, {4, 4, 4}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0},
+                   {1, 1, 1}, false));
+  // channels_last input of the DCGAN-like layer.
+  add(make_problem(2, 5, 64, 32, 1, {4, 4, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true),
+      Layout::kChannelsLast);
+  return v;
+}
+
+class CudaWgmmaStack : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaStack, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  static const std::vector<Case> all = stack_cases();
+  const Case& c = all[static_cast<size_t>(GetParam())];
+  check_wgmma_case(c, 104729u * uint64_t(GetParam()) + 7,
+                   [&](const Precision& precision, bool split, const std::string& what) {
+                     expect_wgmma_kernel(precision, split, what);
+                     if (!split) {
+                       const char* stacked = c.problem.spatial_dims == 3 ? "D planes a tile"
+                                                                         : "samples a tile";
+                       EXPECT_NE(what.find(stacked), std::string::npos)
+                           << precision.name << ": " << what;
+                     }
+                   });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaStack,
+                         ::testing::Range(0, static_cast<int>(stack_cases().size())),
+                         indexed_case_name);
 
 // channels_last inputs of 1-D and 2-D problems in 16-bit types: the wgmma kernel reads them
 // in place through a tensor map over x (no input copy) where every group's channels are a

@@ -19,9 +19,11 @@
 
 #include "convt/convt.hpp"
 #include "cuda/fprop_implicit_gemm.hpp"
+#include "test_util.hpp"
 
 namespace {
 
+using convt::Dims;
 using convt::DType;
 using convt::ExecOptions;
 using convt::ForwardKernel;
@@ -469,14 +471,117 @@ TEST(CudaPlanner, SharedMemoryHoldsTheMmaReadsPastASmallBox) {
   ExecOptions opt;
   opt.math = MathMode::kAllowTF32;
   opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+  setenv("CONVT_WG_STACK", "0", 1);  // (one plane a tile: the box far smaller than it)
   const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p.canonical3d(), opt);
+  unsetenv("CONVT_WG_STACK");
   ASSERT_TRUE(plan.usable && plan.wg) << plan.wg_reason;
+  EXPECT_EQ(plan.wg_stack, 1);
   EXPECT_LT(plan.wg_used, 0.2);
   const int64_t row = int64_t(plan.wg_bk) * 4;
   EXPECT_LT(plan.wg_box_bytes + plan.wg_n * row / 2, plan.wg_n * row);
   EXPECT_GE(int64_t(convt::cuda::wgmma_shared_bytes(plan)),
             int64_t(plan.wg_stages - 1) * plan.wg_stage_bytes + plan.wg_n * row + 1023);
   EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+}
+
+// Planes stacked in a tile: wherever a tile holds a phase's whole plane (one row group, one
+// column segment) and the box of that plane fits the tile's positions twice or more, the
+// box takes as many consecutive planes as fit them and 32 box rows (samples where D is one
+// position, else D positions), the stage holds the whole box, and the share of computed
+// positions that are outputs counts every plane; never with folded, scattered or merged W
+// taps, the input read in place or transposed in the kernel. CONVT_WG_STACK=0: one plane.
+TEST(CudaPlanner, SmallPlanesStackInATile) {
+  int stacked = 0, stacked_n = 0, stacked_d = 0;
+  auto check = [&](const Problem& p, MathMode, const Plan& plan) {
+    if (!plan.usable || !plan.wg) return;
+    const Problem pk = convt::cuda::wgmma_problem(plan, p);
+    const int64_t q0 = (pk.output_sizes()[0] + pk.stride[0] - 1) / pk.stride[0];
+    const int64_t q1 = (pk.output_sizes()[1] + pk.stride[1] - 1) / pk.stride[1];
+    const int64_t q2 = (pk.output_sizes()[2] + pk.stride[2] - 1) / pk.stride[2];
+    const int64_t e = convt::dtype_size(p.dtype);
+    const int64_t plane_box = int64_t(plan.wg_hbox) * plan.wg_wbox;
+    const bool flat_d = pk.input_size[0] == 1 && pk.kernel_size[0] == 1 &&
+                        pk.padding[0] == 0 && pk.stride[0] == 1;
+    const int64_t planes = flat_d ? pk.batch : q0;
+    const int64_t copies = plan.split ? 2 : 1;
+    EXPECT_EQ(plan.wg_box_bytes, plan.wg_stack * plane_box * plan.wg_bk * e);
+    if (plan.wg_stack == 1) return;
+    ++stacked;
+    (plan.wg_stack_n ? stacked_n : stacked_d)++;
+    EXPECT_EQ(plan.wg_stack_n, flat_d);
+    EXPECT_LE(q1, plan.wg_rows);
+    EXPECT_LE(q2, plan.wg_wv);
+    EXPECT_LE(plan.wg_stack * plane_box, plan.wg_n);
+    EXPECT_LE(plan.wg_stack * plan.wg_hbox, 32);
+    EXPECT_LE(plan.wg_stack, planes);
+    EXPECT_TRUE(plan.wg_fold == 1 && !plan.wg_scatter && !plan.wg_wmerge && !plan.wg_wpairs &&
+                !plan.wg_raw && !plan.wg_xp);
+    EXPECT_GE(plan.wg_stage_bytes, copies * plan.wg_box_bytes);
+    const int64_t groups_of = (planes + plan.wg_stack - 1) / plan.wg_stack;
+    EXPECT_NEAR(plan.wg_used, double(q1 * q2 * planes) / double(groups_of * plan.wg_n), 1e-9);
+    setenv("CONVT_WG_STACK", "0", 1);
+    ExecOptions opt;
+    opt.math = plan.split ? MathMode::kStrictFP32 : MathMode::kAllowTF32;
+    opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+    const Plan one = convt::cuda::plan_implicit_gemm_fprop(p, opt);
+    unsetenv("CONVT_WG_STACK");
+    EXPECT_EQ(one.wg_stack, 1);
+    if (one.wg && one.wg_n == plan.wg_n) EXPECT_GT(plan.wg_used, one.wg_used);
+  };
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, check);
+  EXPECT_GT(stacked_n, 3) << stacked << " stacked";
+  // A DCGAN layer (4 x 4 inputs, 512 -> 256 channels, kernel 4, stride 2, 128 samples: 6
+  // samples of 4 x 5 box positions a tile, 96 of 128 outputs) and a 3-D layer (6 x 3 x 3
+  // inputs, stride 2: D planes), in each precision.
+  auto layer = [](int dims, int64_t batch, int64_t c_in, int64_t c_out, Dims in, Dims k,
+                  Dims stride, Dims pad, Dims out_pad) {
+    return convt::test::make_problem(dims, batch, c_in, c_out, 1, in, k, stride, pad, out_pad,
+                                     {1, 1, 1}, false);
+  };
+  const Problem layers[2] = {
+      layer(2, 128, 512, 256, {4, 4, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0}),
+      layer(3, 2, 32, 64, {6, 3, 3}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1})};
+  for (Problem p : layers) {
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+      for (MathMode math : {MathMode::kAllowTF32, MathMode::kStrictFP32}) {
+        if (math == MathMode::kStrictFP32 && dtype != DType::kFloat32) continue;
+        p.dtype = dtype;
+        SCOPED_TRACE(p.to_string());
+        ExecOptions opt;
+        opt.math = math;
+        const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p.canonical3d(), opt);
+        const int before = stacked;
+        ASSERT_TRUE(plan.usable);
+        if (!plan.wg) {
+          // (The dispatcher may prefer another kernel: ask for this one.)
+          opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+          const Plan forced = convt::cuda::plan_implicit_gemm_fprop(p.canonical3d(), opt);
+          ASSERT_TRUE(forced.wg) << forced.wg_reason;
+          check(p.canonical3d(), math, forced);
+        } else {
+          check(p.canonical3d(), math, plan);
+        }
+        EXPECT_EQ(stacked, before + 1);
+      }
+    }
+  }
+  EXPECT_GT(stacked_d, 2);
+  // A HiFi-GAN-like layer (1-D, 32 inputs, kernel 16, stride 8: 32 positions a phase): the
+  // wgmma tile stacks 3 samples, but one would use a quarter of it and the TMA kernel's W
+  // segments are at least half full, so the dispatcher takes the TMA kernel.
+  Problem h = layer(1, 16, 512, 256, {32, 1, 1}, {16, 1, 1}, {8, 1, 1}, {4, 0, 0}, {0, 0, 0});
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    h.dtype = dtype;
+    SCOPED_TRACE(h.to_string());
+    ExecOptions opt;
+    const Plan plan = convt::cuda::plan_implicit_gemm_fprop(h.canonical3d(), opt);
+    EXPECT_FALSE(plan.wg);
+    EXPECT_TRUE(plan.tma) << plan.tma_reason;
+    opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+    const Plan forced = convt::cuda::plan_implicit_gemm_fprop(h.canonical3d(), opt);
+    EXPECT_EQ(forced.wg_stack, 3);
+    EXPECT_LT(forced.wg_used_plane, 0.35);
+  }
 }
 
 // The dispatcher's choice between the wgmma kernel and the TMA kernel (where the wgmma
@@ -487,7 +592,7 @@ TEST(CudaPlanner, SharedMemoryHoldsTheMmaReadsPastASmallBox) {
 // K = input channels per group x taps / phases, the output channels per group and the
 // precision (see plan_implicit_gemm_fprop); where it declines, the reason names both.
 TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
-  int taken = 0, declined = 0, upsampled = 0, sparse = 0;
+  int taken = 0, declined = 0, upsampled = 0, sparse = 0, stack_declined = 0;
   for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& p, MathMode math,
                                                   const Plan& plan) {
     if (!plan.usable) return;
@@ -536,6 +641,19 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
       ++sparse;
       return;
     }
+    // Stacked planes where one plane would use under 35% of the tile: the TMA kernel where
+    // its W segments are at least half full.
+    if (want && forced.wg_stack > 1 && forced.wg_used_plane < 0.35) {
+      const int64_t seg = 128 / convt::dtype_size(p.dtype);
+      const int64_t q2 = (p.output_sizes()[2] + p.stride[2] - 1) / p.stride[2];
+      if (2 * q2 >= (q2 + seg - 1) / seg * seg) {
+        EXPECT_FALSE(plan.wg);
+        ++stack_declined;
+        return;
+      }
+      EXPECT_TRUE(plan.wg);
+      EXPECT_EQ(plan.wg_stack, forced.wg_stack);
+    }
     EXPECT_EQ(plan.wg, want) << "K " << k << ", " << cog << " output channels per group";
     if (plan.wg) {
       ++taken;
@@ -550,6 +668,7 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
   EXPECT_GT(declined, 50);
   EXPECT_GT(upsampled, 20);
   EXPECT_GT(sparse, 5);
+  (void)stack_declined;  // (none among the fuzzed problems: CudaPlanner.SmallPlanesStackInATile)
 }
 
 // Zeros inserted along W (CONVT_WG_WUP=1 asks for them wherever W is strided): the plan is

@@ -20,6 +20,27 @@ namespace test {
 
 using Shape = std::array<int64_t, kMaxTensorRank>;
 
+// A problem from its arguments (spatial arrays in the canonical (D, H, W)-first order of
+// Problem: the first `dims` entries used, the rest 1 or 0).
+inline Problem make_problem(int dims, int64_t batch, int64_t c_in, int64_t c_out, int64_t groups,
+                            Dims in, Dims k, Dims stride, Dims pad, Dims out_pad, Dims dil,
+                            bool bias) {
+  Problem p;
+  p.spatial_dims = dims;
+  p.batch = batch;
+  p.in_channels = c_in;
+  p.out_channels = c_out;
+  p.groups = groups;
+  p.input_size = in;
+  p.kernel_size = k;
+  p.stride = stride;
+  p.padding = pad;
+  p.output_padding = out_pad;
+  p.dilation = dil;
+  p.has_bias = bias;
+  return p;
+}
+
 // kRowPadded: row-major with 8 unused elements after every row, plane and image, as in a
 // view of a larger buffer (W stays contiguous).
 enum class Layout { kContiguous, kChannelsLast, kGapped, kPermuted, kRowPadded };

@@ -214,41 +214,43 @@ __global__ void pack_weight_tma_kernel(TmaPackParams p) {
   const int64_t total = tma_packed_weight_elems(p, BN, BK);
   const T* w = static_cast<const T*>(p.w);
   T* wp = static_cast<T*>(p.wp);
-  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    int i = int(idx % kTile);
-    int64_t r = idx / kTile;
+  // One block per tile (grid-stride): its indices decoded once, its elements by the threads.
+  for (int64_t t = blockIdx.x; t < total / kTile; t += gridDim.x) {
+    int64_t r = t;
     const int cot = int(r % p.co_tiles); r /= p.co_tiles;
     const int cic = int(r % p.ci_chunks); r /= p.ci_chunks;
     const int kw = int(r % p.k[2]); r /= p.k[2];
     const int kh = int(r % p.k[1]); r /= p.k[1];
     const int kd = int(r % p.k[0]); r /= p.k[0];
     const int g = int(r);
-    int c, n;  // channel within the chunk, column within the tile
-    if constexpr (kWgmma) {
-      wgmma_b_element(i, BN, int(sizeof(T)), c, n);
-    } else if constexpr (sizeof(T) == 4) {
-      const int j = i % 4, lane = (i / 4) % 32, rest = i / 128;
-      const int np = rest % kNPairs, ks = rest / kNPairs;
-      n = np * 16 + lane / 4 + (j / 2) * 8;
-      c = ks * 8 + 2 * (lane % 4) + (j % 2);
-    } else {
-      const int e = i % 2, j = (i / 2) % 4, lane = (i / 8) % 32, rest = i / 256;
-      const int np = rest % kNPairs, ks = rest / kNPairs;
-      n = np * 16 + lane / 4 + (j / 2) * 8;
-      c = ks * 16 + 2 * (lane % 4) + e + (j % 2) * 8;
-    }
-    const int ci = cic * BK + c, co = cot * BN + n;
-    float v = 0.f;
-    if (ci < p.cig && co < p.cog) {
-      const int64_t off = (int64_t(g) * p.cig + ci) * p.w_str[0] + co * p.w_str[1] +
-                          kd * p.w_str[2] + kh * p.w_str[3] + kw * p.w_str[4];
-      v = Elem<T>::to_float(w[off]);
-    }
-    if constexpr (sizeof(T) == 4 && !kSplit) {
-      wp[idx] = __uint_as_float(to_tf32(v));
-    } else {
-      wp[idx] = Elem<T>::from_float(v);
+    for (int i = threadIdx.x; i < kTile; i += blockDim.x) {
+      const int64_t idx = t * kTile + i;
+      int c, n;  // channel within the chunk, column within the tile
+      if constexpr (kWgmma) {
+        wgmma_b_element(i, BN, int(sizeof(T)), c, n);
+      } else if constexpr (sizeof(T) == 4) {
+        const int j = i % 4, lane = (i / 4) % 32, rest = i / 128;
+        const int np = rest % kNPairs, ks = rest / kNPairs;
+        n = np * 16 + lane / 4 + (j / 2) * 8;
+        c = ks * 8 + 2 * (lane % 4) + (j % 2);
+      } else {
+        const int e = i % 2, j = (i / 2) % 4, lane = (i / 8) % 32, rest = i / 256;
+        const int np = rest % kNPairs, ks = rest / kNPairs;
+        n = np * 16 + lane / 4 + (j / 2) * 8;
+        c = ks * 16 + 2 * (lane % 4) + e + (j % 2) * 8;
+      }
+      const int ci = cic * BK + c, co = cot * BN + n;
+      float v = 0.f;
+      if (ci < p.cig && co < p.cog) {
+        const int64_t off = (int64_t(g) * p.cig + ci) * p.w_str[0] + co * p.w_str[1] +
+                            kd * p.w_str[2] + kh * p.w_str[3] + kw * p.w_str[4];
+        v = Elem<T>::to_float(w[off]);
+      }
+      if constexpr (sizeof(T) == 4 && !kSplit) {
+        wp[idx] = __uint_as_float(to_tf32(v));
+      } else {
+        wp[idx] = Elem<T>::from_float(v);
+      }
     }
   }
 }

@@ -207,6 +207,8 @@ struct StageHeader {
   int doff_w;   // between consecutive W taps
   // The tile's output (valid with kLast): global channel of row 0, valid channels, rows
   // and columns; y offset of (row r, column 0) and between columns.
+  // (Stacked planes: rows counts the box rows up to the last plane's last output row, and
+  // base[] holds kNoRow for the rows between planes' outputs.)
   int co0, co_valid, rows, cols;
   int steps;    // K steps of the tile (valid with kFirst)
   int wsh;      // kRaw: box column 0's column in the raw box (TMA boxes start at a multiple
@@ -222,6 +224,9 @@ struct StageHeader {
   int64_t w_src, w_len;
 };
 static_assert(sizeof(StageHeader) <= kHeaderBytes, "header fits its slot");
+
+// base[] of a box row that holds no output row (stacked planes: a plane's H halo).
+constexpr int64_t kNoRow = INT64_MIN;
 
 // The consumers' copy of a tile's output description, and the bias of its channels.
 struct EpiInfo {
@@ -249,8 +254,13 @@ struct Params {
   int out[3], k[3], stride[3], pad[3], dil[3];
   int tmax[3];   // taps of the widest phase per dimension (the packed weight's blocks)
   int q[3];      // positions of phase 0 per dimension
-  int wbox, hbox;  // box columns and rows
-  int rows, wv;    // output rows per tile, valid columns per box row
+  int wbox, hbox;  // box columns and rows (of one plane)
+  int rows, wv;    // output rows per tile (of one plane), valid columns per box row
+  // Planes stacked in a tile (ImplicitGemmFpropPlan::wg_stack): stack consecutive samples
+  // (stack_n; the tensor map's dims are then (bk, W, H, N, G x channel blocks)) or D
+  // positions of a sample, hbox box rows each; the tiles then count n_tiles groups of
+  // samples and d_tiles groups of D positions (batch and q[0] where stack is 1).
+  int stack, stack_n, n_tiles, d_tiles;
   int hb;          // H taps per K step (at most)
   int row_groups, col_segs;  // tiles per (n, qd) plane: rows of tiles, column segments
   int phases;
@@ -389,7 +399,8 @@ __global__ void transpose_input_kernel(TransposeParams p) {
 }
 
 // The copy for inputs whose W stride is 1 (PyTorch's contiguous NC... layout): one block
-// per 128 positions of an input row (n, g, channel block, d, h). It reads the block's bk
+// per 128 positions of an input row (n, g, channel block, d, h; the launch passes a plane
+// whose rows are contiguous as one row). It reads the block's bk
 // channels along W into shared memory (coalesced; 16 bytes per thread where every row
 // starts 16-byte aligned and W is a multiple of 16 bytes, kVec), then writes the tile's
 // run of xt, which is contiguous ([128 wup positions][bk channels], the inserted zeros
@@ -418,10 +429,11 @@ __global__ void __launch_bounds__(256) transpose_input_tiled_kernel(TransposePar
     const int64_t base = n * p.x_str[0] + d * p.x_str[2] + h * p.x_str[3];
     const int c0 = g * p.cig + cb * p.bk;  // the block's first channel
     const int cvalid = min(p.bk, p.cig - cb * p.bk);
+    const int wn = min(kTw, p.in[2] - w0);  // the tile's input columns
     if constexpr (kVec) {
-      constexpr int kPer = kTw / kc;  // 16-byte loads per channel row
-      for (int i = threadIdx.x; i < p.bk * kPer; i += blockDim.x) {
-        const int c = i / kPer, v = i % kPer, w = w0 + v * kc;
+      const int per = (wn + kc - 1) / kc;  // 16-byte loads per channel row
+      for (int i = threadIdx.x; i < p.bk * per; i += blockDim.x) {
+        const int c = i / per, v = i % per, w = w0 + v * kc;
         union {
           uint4 u;
           T e[kc];
@@ -433,8 +445,8 @@ __global__ void __launch_bounds__(256) transpose_input_tiled_kernel(TransposePar
         for (int j = 0; j < kc; ++j) tile[c][v * kc + j] = Elem<T>::to_float(u.e[j]);
       }
     } else {
-      for (int i = threadIdx.x; i < p.bk * kTw; i += blockDim.x) {
-        const int c = i / kTw, wl = i % kTw, w = w0 + wl;
+      for (int i = threadIdx.x; i < p.bk * wn; i += blockDim.x) {
+        const int c = i / wn, wl = i % wn, w = w0 + wl;
         float v = 0.f;
         if (c < cvalid && w < p.in[2])
           v = Elem<T>::to_float(x[base + int64_t(c0 + c) * p.x_str[1] + w * p.x_str[4]]);
@@ -520,17 +532,22 @@ __host__ __device__ inline int64_t packed_weight_elems(const PackParams& p) {
 // step, cw/8 groups of 8 channels, each two core matrices (halves along K) of 8 rows of 16
 // bytes (leading byte offset 128, stride byte offset 256: tma::wgmma_desc). The same
 // layout is wgmma's A operand (cw = 64) or its B operand (position-major tiles, cw = NC).
+//
+// One block per tile (grid-stride): the tile's group, channel tile, phase, taps and channel
+// block are decoded once, then each thread fills elements of the tile (the weight is read
+// along its channels, one tap at a time; the packed tile is written contiguously).
 template <typename T>
-__global__ void pack_weight_wgmma_kernel(PackParams p) {
+__global__ void __launch_bounds__(256) pack_weight_wgmma_kernel(PackParams p) {
   constexpr int kc = Kc<T>::value;
   const int64_t total = packed_weight_elems(p);
   const int tile = p.cw * p.bk;
+  const int64_t tiles = total / tile;
+  const int cw8 = p.cw / 8;
+  const int ncw = p.fold > 1 ? p.cw / p.fold : p.cw;  // output channels per tile
   const T* w = static_cast<const T*>(p.w);
   T* wp = static_cast<T*>(p.wp);
-  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    const int e = int(idx % tile);
-    int64_t r = idx / tile;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    int64_t r = t;
     const int ti = int(r % (p.tmax[1] * p.tmax[2])); r /= p.tmax[1] * p.tmax[2];
     const int cb = int(r % p.cblocks); r /= p.cblocks;
     const int jd = int(r % p.tmax[0]); r /= p.tmax[0];
@@ -542,41 +559,44 @@ __global__ void pack_weight_wgmma_kernel(PackParams p) {
     const PhaseTaps td = phase_taps(rd, p.stride[0], p.pad[0], p.dil[0], p.k[0]);
     const PhaseTaps th = phase_taps(rh, p.stride[1], p.pad[1], p.dil[1], p.k[1]);
     const PhaseTaps tw = phase_taps(rw, p.stride[2], p.pad[2], p.dil[2], p.k[2]);
-    const int kk = e % kc, mr = (e / kc) % 8, half = (e / (8 * kc)) % 2;
-    const int mg = (e / (16 * kc)) % (p.cw / 8), ks = e / (2 * kc * p.cw);
-    const int m = mg * 8 + mr;
-    const int ci = cb * p.bk + ks * 2 * kc + half * kc + kk;
-    const int ncw = p.fold > 1 ? p.cw / p.fold : p.cw;  // output channels per tile
-    const int co = cot * ncw + m % ncw;
-    // The tile's (H tap, W tap) counted within the phase, and whether the phase has it.
-    int jh = 0, jw = 0;
+    // The tile's (H tap, W tap) counted within the phase, and whether the phase has it
+    // (folded: the H tap; the W tap is the column's).
+    int jh = ti, jw = 0;
     bool tap = false;
     if (p.fold > 1) {
-      jh = ti;
-      jw = m / ncw;
-      tap = jh < th.count && jw < tw.count;
+      tap = jh < th.count;
     } else if (tw.count > 0) {
       jh = ti / tw.count;
       jw = ti % tw.count;
       tap = ti < th.count * tw.count;
     }
-    float v = 0.f;
-    if (jd < td.count && tap && ci < p.cig && co < p.cog) {
-      const int kd = td.k0 + jd * td.step;
-      const int kh = th.k0 + jh * th.step;
-      const int kw = tw.k0 + jw * tw.step;
-      const int64_t off = (int64_t(g) * p.cig + ci) * p.w_str[0] + co * p.w_str[1] +
-                          kd * p.w_str[2] + kh * p.w_str[3] + kw * p.w_str[4];
-      v = Elem<T>::to_float(w[off]);
+    tap = tap && jd < td.count;
+    const int kd = td.k0 + jd * td.step, kh = th.k0 + jh * th.step;
+    const int64_t off0 = int64_t(g) * p.cig * p.w_str[0] + kd * p.w_str[2] + kh * p.w_str[3];
+    T* out = wp + t * tile;
+    for (int e = threadIdx.x; e < tile; e += blockDim.x) {
+      const int kk = e % kc, mr = (e / kc) % 8, half = (e / (8 * kc)) % 2;
+      const int rest = e / (16 * kc);
+      const int mg = rest % cw8, ks = rest / cw8;
+      const int m = mg * 8 + mr;
+      const int ci = cb * p.bk + ks * 2 * kc + half * kc + kk;
+      const int co = cot * ncw + m % ncw;
+      const int jwm = p.fold > 1 ? m / ncw : jw;
+      float v = 0.f;
+      if (tap && jwm < tw.count && ci < p.cig && co < p.cog) {
+        const int kw = tw.k0 + jwm * tw.step;
+        v = Elem<T>::to_float(w[off0 + int64_t(ci) * p.w_str[0] + co * p.w_str[1] +
+                                kw * p.w_str[4]]);
+      }
+      if constexpr (sizeof(T) == 4) {
+        const float big = __uint_as_float(to_tf32(v));
+        out[e] = big;
+        if (p.split) out[e + total] = __uint_as_float(to_tf32(v - big));
+      } else {
+        out[e] = Elem<T>::from_float(v);
+      }
+      if (p.flag_nonfinite && !isfinite(v)) *p.nonfinite = 1;
     }
-    if constexpr (sizeof(T) == 4) {
-      const float big = __uint_as_float(to_tf32(v));
-      wp[idx] = big;
-      if (p.split) wp[idx + total] = __uint_as_float(to_tf32(v - big));
-    } else {
-      wp[idx] = Elem<T>::from_float(v);
-    }
-    if (p.flag_nonfinite && !isfinite(v)) *p.nonfinite = 1;
   }
 }
 
@@ -679,7 +699,8 @@ __device__ __forceinline__ void store_two_positions(T* y, const float* staged, i
                                                     bool zero) {
   const int r0 = nn / wbox, c0 = nn - r0 * wbox;
   const int r1 = c0 + 1 == wbox ? r0 + 1 : r0, c1 = c0 + 1 == wbox ? 0 : c0 + 1;
-  const bool v0 = r0 < rows && c0 < cols, v1 = r1 < rows && c1 < cols;
+  const bool v0 = r0 < rows && c0 < cols && info->base[r0] != kNoRow,
+             v1 = r1 < rows && c1 < cols && info->base[r1] != kNoRow;
   if (!(v0 || v1) || mcount <= 0) return;
   const int64_t col_step = info->col_step;
   const int64_t o0 = v0 ? info->base[r0] + c0 * col_step : 0;
@@ -720,7 +741,7 @@ __device__ __forceinline__ void store_channels_of_position(T* y, const float* st
   constexpr int kPer = 16 / int(sizeof(T));  // elements per 16-byte store
   static_assert(kCh % kPer == 0, "whole 16-byte stores");
   const int r = nn / wbox, c = nn - r * wbox;
-  if (r >= rows || c >= cols) return;
+  if (r >= rows || c >= cols || info->base[r] == kNoRow) return;
   T* out = y + (info->base[r] + c * info->col_step + info->co0 + m0);
   if (reinterpret_cast<uintptr_t>(out) % 16 == 0) {
 #pragma unroll
@@ -1407,9 +1428,10 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
       const int ph = r % p.phases; r /= p.phases;
       const int cs = r % p.col_segs; r /= p.col_segs;
       const int rg = r % p.row_groups; r /= p.row_groups;
-      const int qd = r % p.q[0]; r /= p.q[0];
-      const int n = r % p.batch;
-      const int g = r / p.batch;
+      // (Stacked planes: the tile's first sample or D position of its group.)
+      const int qd = (r % p.d_tiles) * (p.stack_n ? 1 : p.stack); r /= p.d_tiles;
+      const int n = (r % p.n_tiles) * (p.stack_n ? p.stack : 1);
+      const int g = r / p.n_tiles;
       // (W phases merged: ph counts the D and H phases, and the tile runs every W phase of
       // its segment in turn; else ph counts every phase and the tile runs one. phf: the
       // phase's index among all of them, as the packed weight counts them.)
@@ -1466,8 +1488,24 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
             const int64_t b0 = int64_t(n) * p.y_str[0] +
                                int64_t(qd * p.stride[0] + rd) * p.y_str[2] +
                                int64_t(p.wm ? qw0 * sw : ow0) * p.y_str[4];
-            for (int i = 0; i < rows; ++i)
-              hd->base[i] = b0 + int64_t((qh0 + i) * p.stride[1] + rh) * p.y_str[3];
+            if (p.stack > 1) {
+              // Plane j of the tile (sample n + j, or D position qd + j) at box rows j *
+              // hbox on, its output rows first; the planes past the batch or the phase's D
+              // positions hold none.
+              const int planes = p.stack_n ? min(p.stack, p.batch - n)
+                                           : min(p.stack, phase_extent(p.out[0], p.stride[0], rd) - qd);
+              const int64_t pstep = p.stack_n ? p.y_str[0] : int64_t(p.stride[0]) * p.y_str[2];
+              hd->rows = (planes - 1) * p.hbox + rows;
+              for (int i = 0; i < hd->rows; ++i) {
+                const int j = i / p.hbox, rr = i - j * p.hbox;
+                hd->base[i] = rr < rows ? b0 + j * pstep +
+                                              int64_t((qh0 + rr) * p.stride[1] + rh) * p.y_str[3]
+                                        : kNoRow;
+              }
+            } else {
+              for (int i = 0; i < rows; ++i)
+                hd->base[i] = b0 + int64_t((qh0 + i) * p.stride[1] + rh) * p.y_str[3];
+            }
             hd->fcw = tw.count;
             hd->fdoff = tw.doff;
             hd->wm_rw = rw;
@@ -1531,6 +1569,8 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
               if (p.cl_chunks) {
                 const int j = ngc0 + cb;
                 tma_load_5d(box, &map, full, 0, w0, h0, j % p.cl_chunks, j / p.cl_chunks);
+              } else if (p.stack_n) {
+                tma_load_5d(box, &map, full, 0, w0, h0, n, g * p.cblocks + cb);
               } else {
                 tma_load_5d(box, &map, full, 0, w0, h0, d0, ngc0 + cb);
               }
@@ -1538,7 +1578,11 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
             const unsigned char* wp = static_cast<const unsigned char*>(p.wp);
             if (!w_kept) bulk_load(box + p.w_off, wp + wt, wbytes, full);
             if constexpr (kSplit) {
-              tma_load_5d(box + p.xs_off, &map, full, 0, w0, h0, d0, p.split_ngc + ngc0 + cb);
+              // (Stacked samples: the residual copies are samples batch .. 2 batch - 1.)
+              if (p.stack_n)
+                tma_load_5d(box + p.xs_off, &map, full, 0, w0, h0, p.batch + n, g * p.cblocks + cb);
+              else
+                tma_load_5d(box + p.xs_off, &map, full, 0, w0, h0, d0, p.split_ngc + ngc0 + cb);
               if (!w_kept) bulk_load(box + p.ws_off, wp + p.w_small + wt, wbytes, full);
             }
             if (++cb == p.cblocks) {
