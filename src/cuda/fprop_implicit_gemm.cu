@@ -456,6 +456,14 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   auto box_width = [&](int64_t wv) {
     return raw ? round_up(wv + halo_w + raw_lead, 4) : wv + halo_w;
   };
+  // Planes stacked in a tile (see below): whether they can be, and how many planes there are
+  // (a problem whose D is one position stacks samples, else D positions).
+  const char* stack_s = std::getenv("CONVT_WG_STACK");
+  const int64_t stack_env = stack_s != nullptr && *stack_s != '\0' ? std::atoi(stack_s) : -1;
+  const bool stack_ok = stack_env != 0 && !raw && fold == 1 && !scatter && !wmerge && !wpairs;
+  const bool stack_flat_d = p.input_size[0] == 1 && p.kernel_size[0] == 1 &&
+                            p.padding[0] == 0 && p.stride[0] == 1;
+  const int64_t stack_planes = stack_flat_d ? p.batch : q[0];
   auto layout = [&](int64_t n, int64_t* wv_out, int64_t* rows_out) {
     // (Reading in place: up to 3 more columns for the rounding to 4.)
     int64_t span = n - halo_w - 2 * raw_lead;
@@ -473,7 +481,17 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
       if (rows <= 0) continue;
       const int64_t row_groups = (q[1] + rows - 1) / rows;
       const int64_t col_segs = (q[2] + wv - 1) / wv;
-      const double used = double(q[1] * q[2]) / double(row_groups * col_segs * n);
+      double used = double(q[1] * q[2]) / double(row_groups * col_segs * n);
+      if (stack_ok && row_groups == 1 && col_segs == 1) {
+        // (A whole plane: as many planes as its box, with every H tap's rows, fits N.)
+        const int64_t hbox = rows + (tmax[1] - 1) * doff[1];
+        int64_t st = std::min<int64_t>({n / (hbox * box_width(wv)), wg::kMaxRows / hbox,
+                                        stack_planes});
+        if (stack_env > 0) st = std::min(st, stack_env);
+        if (st >= 2)
+          used = double(q[1] * q[2]) * double(stack_planes) /
+                 double((stack_planes + st - 1) / st * n);
+      }
       if (used > best * 1.02) {
         best = used;
         *wv_out = wv;
@@ -606,6 +624,44 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   plan.wg_wv = int(best_wv);
   plan.wg_rows = int(best_rows);
   plan.wg_raw = raw;
+  // Planes stacked (ImplicitGemmFpropPlan::wg_stack): where a tile holds a phase's whole
+  // plane (one row group, one column segment) and its box of hbox x wbox positions fits
+  // the tile twice or more, the box takes as many consecutive planes as fit the tile's
+  // positions and kMaxRows box rows: the samples of a 1-D or 2-D problem (its D of one
+  // position, one tap), else the D positions of one sample. The tile then computes the
+  // outputs of several planes where it would drop most of its positions (a DCGAN layer's
+  // 4 x 4 phases, 25 of 256 positions used). With the copy only (not split into pieces
+  // for the transposer, not read in place, not with folded, scattered or merged W taps;
+  // the transposition is not planned where planes stack).
+  // CONVT_WG_STACK=0 turns it off, =S caps the planes at S.
+  plan.wg_stack = 1;
+  plan.wg_stack_n = false;
+  // (The share of positions used with one plane a tile; best_used may count stacked planes.)
+  plan.wg_used_plane = double(q[1] * q[2]) /
+                       double((q[1] + best_rows - 1) / best_rows * ((q[2] + best_wv - 1) / best_wv) *
+                              best_n);
+  best_used = plan.wg_used_plane;
+  {
+    const bool whole = q[1] <= best_rows && q[2] <= best_wv;
+    const int64_t planes = stack_planes;
+    const int64_t plane_box = int64_t(plan.wg_hbox) * plan.wg_wbox;
+    int64_t stack = std::min<int64_t>({best_n / plane_box, wg::kMaxRows / plan.wg_hbox, planes});
+    if (stack_env > 0) stack = std::min(stack, stack_env);
+    const bool can = stack_ok && whole && stack >= 2;
+    if (can) {
+      const ImplicitGemmFpropPlan before = plan;
+      while (stack >= 2 && !try_step(plan.wg_bk, plan.wg_hb, 2, stack)) --stack;
+      if (stack >= 2) {
+        plan.wg_stack = int(stack);
+        plan.wg_stack_n = stack_flat_d;
+        // (The last group of planes may be partial.)
+        const int64_t groups_of = (planes + stack - 1) / stack;
+        best_used = double(q[1] * q[2]) * double(planes) / double(groups_of * best_n);
+      } else {
+        plan = before;
+      }
+    }
+  }
   // The input transposed in the kernel (ImplicitGemmFpropPlan::wg_xp: 16-bit types and TF32,
   // unfolded tiles): the tile and K step stay the copy's, and the raw pieces' ring takes the shared
   // memory their stages leave (stages of the copy's given up for it down to two), at least
@@ -637,6 +693,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
                       plan.wg_hb >= tmax[1];
     // (W phase pairs transposed in the kernel are built for 16-bit types only.)
     const bool want = xp_ok && copies == 1 && !raw && fold == 1 && !(wpairs && e == 4) &&
+                      plan.wg_stack == 1 &&
                       xp_env != 0 &&
                       (xp_env == 1 || (macs_per_elem <= 768 && fills && (e == 2 || once)));
     // (Float, unless asked for: the copy's stages only.)
@@ -656,44 +713,6 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
         plan.wg_xp_rows = int(hp);
         plan.wg_xp_piece_bytes = int(piece);
         break;
-      }
-    }
-  }
-  // Planes stacked (ImplicitGemmFpropPlan::wg_stack): where a tile holds a phase's whole
-  // plane (one row group, one column segment) and its box of hbox x wbox positions fits
-  // the tile twice or more, the box takes as many consecutive planes as fit the tile's
-  // positions and kMaxRows box rows: the samples of a 1-D or 2-D problem (its D of one
-  // position, one tap), else the D positions of one sample. The tile then computes the
-  // outputs of several planes where it would drop most of its positions (a DCGAN layer's
-  // 4 x 4 phases, 25 of 256 positions used). With the copy only (not split into pieces
-  // for the transposer, not read in place, not with folded, scattered or merged W taps).
-  // CONVT_WG_STACK=0 turns it off, =S caps the planes at S.
-  plan.wg_stack = 1;
-  plan.wg_stack_n = false;
-  plan.wg_used_plane = best_used;
-  {
-    const char* stack_s = std::getenv("CONVT_WG_STACK");
-    const int64_t stack_env = stack_s != nullptr && *stack_s != '\0' ? std::atoi(stack_s) : -1;
-    const bool whole = q[1] <= best_rows && q[2] <= best_wv;
-    const bool flat_d = p.input_size[0] == 1 && p.kernel_size[0] == 1 && p.padding[0] == 0 &&
-                        p.stride[0] == 1;
-    const int64_t planes = flat_d ? p.batch : q[0];
-    const int64_t plane_box = int64_t(plan.wg_hbox) * plan.wg_wbox;
-    int64_t stack = std::min<int64_t>({best_n / plane_box, wg::kMaxRows / plan.wg_hbox, planes});
-    if (stack_env > 0) stack = std::min(stack, stack_env);
-    const bool can = stack_env != 0 && whole && !raw && !plan.wg_xp && fold == 1 && !scatter &&
-                     !wmerge && !wpairs && stack >= 2;
-    if (can) {
-      const ImplicitGemmFpropPlan before = plan;
-      while (stack >= 2 && !try_step(plan.wg_bk, plan.wg_hb, 2, stack)) --stack;
-      if (stack >= 2) {
-        plan.wg_stack = int(stack);
-        plan.wg_stack_n = flat_d;
-        // (The last group of planes may be partial.)
-        const int64_t groups_of = (planes + stack - 1) / stack;
-        best_used = double(q[1] * q[2]) * double(planes) / double(groups_of * best_n);
-      } else {
-        plan = before;
       }
     }
   }
