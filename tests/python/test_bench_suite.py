@@ -66,6 +66,18 @@ def test_models_suite_cases_and_figures():
     assert dw.weight_shape == (64, 1, 4, 4)
 
 
+def test_small_groups_suite_file_loads():
+    """docs/data/small-groups-suite.json (the depthwise and small-group layers that time the
+    direct forward, docs/kernels.md) is a valid suite file of groups of 1 to 4 input
+    channels."""
+    path = Path(__file__).resolve().parents[2] / "docs" / "data" / "small-groups-suite.json"
+    suite = load_suite(path)
+    assert suite.ids() == ["dw2d_s2", "dw2d_s1", "dw1d", "dw3d", "g16_2d", "cig2_2d"]
+    for case in suite.cases:
+        assert 1 <= case.in_channels // case.groups <= 4, case.id
+    assert {c.dims for c in suite.cases} == {1, 2, 3}
+
+
 def test_kb72_fields():
     case = {c.id: c for c in load_suite("kernelbench").cases}["kb72"]
     assert case.dims == 3 and case.groups == 4 and not case.bias
