@@ -37,7 +37,11 @@
 //     tap of a K step is one descriptor offset into the same box: no gather, no copy, any
 //     shift (16-byte rows). The box holds R output rows of wv = wbox - halo_w valid
 //     columns plus their H and W halos; columns past wv and rows past R are computed and
-//     dropped (the planner picks N, R and wbox to waste little).
+//     dropped (the planner picks N, R and wbox to waste little). Where a phase's whole
+//     plane fits the tile several times over, the box stacks consecutive planes (samples of
+//     a 1-D or 2-D problem, D positions of a 3-D one; Params::stack), hbox rows each: a
+//     plane's output rows come first, the rows between planes are computed and dropped
+//     (base[] holds kNoRow for them), and every tap's shift stays within its plane.
 //
 // NC... inputs may skip the copy instead (template argument kXp; ImplicitGemmFpropPlan::
 // wg_xp; 16-bit types, and float as TF32): the producer loads the K step's raw box of x
