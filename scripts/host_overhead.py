@@ -82,9 +82,9 @@ def measure(device: str, calls: int, repeats: int) -> list:
 
     math, threads = _kernels._exec_args(x)
     params = (2, (2, 2), (1, 1), (1, 1), (1, 1), 1)
-    call, shape, _, _ = _C.prepare_forward(
+    call, shape = _C.prepare_forward(
         _kernels.describe(x), _kernels.describe(w), _kernels.describe(b), params, math, threads, True
-    )
+    )[:2]
     y = x.new_empty(shape)
     stream = _kernels._raw_stream(x.get_device()) if device == "cuda" else 0
     ptr, strides = y.data_ptr(), y.stride()

@@ -117,6 +117,16 @@ std::string describe_forward(const Problem& p, const TensorRef& input, const Exe
   return what;
 }
 
+WeightRelayout weight_relayout(const Problem& p, const TensorRef& input, const ExecOptions& opt) {
+  p.validate();
+  check_tensor("input", input, p.input_shape(), p.tensor_rank(), p, input.device);
+  WeightRelayout r;
+  dispatch(
+      input.device, [] {},
+      [&] { r = cuda::weight_relayout(p.canonical3d(), to_rank5(input, p.spatial_dims), opt); });
+  return r;
+}
+
 void forward(const Problem& p, const TensorRef& input, const TensorRef& weight, const TensorRef* bias,
              const TensorRef& output, const ExecOptions& opt) {
   p.validate();

@@ -29,6 +29,7 @@ namespace cuda {
 bool available();
 std::size_t workspace_size(Op op, const Problem& p, const ExecOptions& opt);
 std::string describe_forward(const Problem& p, const TensorRef& x, const ExecOptions& opt);
+WeightRelayout weight_relayout(const Problem& p, const TensorRef& x, const ExecOptions& opt);
 void forward(const Problem& p, const TensorRef& x, const TensorRef& w, const TensorRef* b,
              const TensorRef& y, const ExecOptions& opt);
 void grad_input(const Problem& p, const TensorRef& dy, const TensorRef& w, const TensorRef& dx,

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "convt/dtype.hpp"
@@ -53,7 +54,26 @@ struct ExecOptions {
   std::size_t workspace_bytes = 0;
   int num_threads = 0;                   // CPU backend threads (<= 0: all hardware threads)
   ForwardKernel forward_kernel = ForwardKernel::kAuto;  // CUDA forward kernel choice
+  // The forward's weight re-layout kept across calls (see weight_relayout): where set, the
+  // forward writes its re-layout of the weight there, or, with weight_cache_valid, takes the
+  // one an earlier forward wrote and skips it.
+  void* weight_cache = nullptr;
+  bool weight_cache_valid = false;
 };
+
+// The re-layout of the weight that forward() runs for (problem, input) with these options
+// (the CUDA implicit-GEMM kernels pack the weight into their tiles' layout at every call):
+// its bytes, 0 where it runs none (the CPU backend, the direct kernel), and a key naming
+// that layout. A caller may keep `bytes` (16-byte aligned) on the input's device per weight
+// and pass them as ExecOptions::weight_cache: the first forward fills them, and later
+// forwards whose weight_relayout gives the same key may set weight_cache_valid while the
+// weight's values have not changed since (the caller's to know: convt does not look).
+struct WeightRelayout {
+  std::size_t bytes = 0;
+  uint64_t key = 0;
+};
+WeightRelayout weight_relayout(const Problem& problem, const TensorRef& input,
+                               const ExecOptions& options = {});
 
 // Scratch bytes the call (op, problem) on `device` needs; 0 when none.
 std::size_t workspace_size(Op op, const Problem& problem, Device device,

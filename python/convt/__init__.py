@@ -8,7 +8,9 @@ C++/CUDA kernels:
 * ``convt.convert(model)`` — swap a model's ``nn.ConvTranspose*d`` for convt's;
 * ``torch.ops.convt.*`` — the operators, for torch.compile and friends (``convt.ops``);
 * ``convt.describe_forward(input, weight, ...)`` — the kernel a forward call would run, and
-  why (what ``CONVT_LOG=1`` prints per call).
+  why (what ``CONVT_LOG=1`` prints per call);
+* ``convt.clear_weight_cache()`` — forget the weight re-layouts CUDA forwards keep per
+  weight while it is unchanged (needed only after changing a weight through ``.data``).
 
 Results, output layouts, errors, autograd (to any order), autocast and torch.compile
 behave as PyTorch's. float32 on CUDA uses TF32 exactly when PyTorch's cuDNN convolutions
@@ -21,6 +23,7 @@ from . import _dispatch  # noqa: F401  (registers the autograd of torch.ops.conv
 from . import nn
 from .convert import convert
 from .functional import conv_transpose1d, conv_transpose2d, conv_transpose3d, describe_forward
+from ._kernels import clear_weight_cache
 
 __version__ = _C.__version__
 
@@ -33,6 +36,7 @@ __all__ = [
     "conv_transpose2d",
     "conv_transpose3d",
     "describe_forward",
+    "clear_weight_cache",
     "convert",
     "nn",
     "ops",

@@ -13,6 +13,8 @@ device_code)``; any non-negative strides are accepted, so no input is copied.
 
 from __future__ import annotations
 
+import os
+import weakref
 from typing import Optional, Sequence
 
 import torch
@@ -29,6 +31,8 @@ __all__ = [
     "unsupported_dtype_error",
     "pytorch_channels_last",
     "cudnn_channels_last",
+    "clear_weight_cache",
+    "weight_cache_enabled",
 ]
 
 # convt::DType codes.
@@ -167,9 +171,11 @@ def cudnn_channels_last(x) -> bool:
     return not (x.dtype is torch.float64 and x.is_cuda)
 
 
-def _run(prepared: tuple, like: torch.Tensor, channels_last: bool) -> torch.Tensor:
-    """Allocate the output of a prepared call (and its workspace), run it, return the output."""
-    call, shape, _, workspace_bytes = prepared
+def _run(prepared: tuple, like: torch.Tensor, channels_last: bool, cache: tuple = (0, False)) -> torch.Tensor:
+    """Allocate the output of a prepared call (and its workspace), run it, return the output.
+
+    ``cache``: (pointer, valid) of the forward's weight cache (see ``_weight_cache``)."""
+    call, shape, _, workspace_bytes = prepared[:4]
     if channels_last:
         out = torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=_CHANNELS_LAST[len(shape)])
     else:
@@ -179,9 +185,84 @@ def _run(prepared: tuple, like: torch.Tensor, channels_last: bool) -> torch.Tens
         # The API asks for 256-byte alignment: over-allocate and round the pointer up.
         workspace = torch.empty(workspace_bytes + 256, dtype=torch.uint8, device=like.device)
         ptr = (workspace.data_ptr() + 255) & ~255
-        _C.run(call, out.data_ptr(), out.stride(), stream, ptr, workspace_bytes)
+        _C.run(call, out.data_ptr(), out.stride(), stream, ptr, workspace_bytes, *cache)
     else:
-        _C.run(call, out.data_ptr(), out.stride(), stream, 0, 0)
+        _C.run(call, out.data_ptr(), out.stride(), stream, 0, 0, *cache)
+    return out
+
+
+# The forward's weight re-layout, kept per weight tensor. The CUDA implicit-GEMM kernels
+# pack the weight into their tiles' layout before each forward (``prepare_forward`` gives
+# its bytes and a key naming the layout); a later forward whose weight is unchanged (same
+# data pointer, strides and version counter: the rule of SPEC §5) under the same key and
+# on the same stream takes the packing kept here and skips it. An in-place change of the
+# weight (an optimizer step, ``copy_``, ``load_state_dict``) bumps its version counter, so
+# the next forward packs again. Entries are keyed by the weight's id and dropped when the
+# weight is collected. ``CONVT_WEIGHT_CACHE=0`` turns the cache off; forwards captured into
+# a CUDA graph never use it (a replay would not see later in-place changes of the weight).
+_weight_cache: dict = {}
+
+
+def weight_cache_enabled() -> bool:
+    """Whether CUDA forwards keep their weight re-layout (``CONVT_WEIGHT_CACHE``, default on)."""
+    return os.environ.get("CONVT_WEIGHT_CACHE", "1") != "0"
+
+
+def clear_weight_cache() -> None:
+    """Forget every kept weight re-layout (the next forward of each weight packs it again).
+
+    Needed only where a weight's values change without its version counter: through
+    ``weight.data`` (``m.weight.data.copy_(t)``), or by kernels outside PyTorch writing its
+    memory. In-place PyTorch ops on the weight itself, ``load_state_dict`` and optimizer
+    steps bump the counter and need nothing."""
+    _weight_cache.clear()
+
+
+def _weight_tag(w: torch.Tensor, key: int, stream: int) -> Optional[tuple]:
+    """What a kept re-layout of ``w`` is valid for: None where ``w`` keeps no version
+    counter (an inference-mode tensor), so that nothing is kept for it."""
+    try:
+        version = w._version
+    except RuntimeError:
+        return None
+    return (w.data_ptr(), w.stride(), version, key, stream)
+
+
+def _forget(ident: int):
+    def drop(_ref):
+        _weight_cache.pop(ident, None)
+
+    return drop
+
+
+def _run_forward(prepared: tuple, x: torch.Tensor, w: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    """_run for a forward, with the weight's re-layout kept in ``_weight_cache``."""
+    nbytes = prepared[4]
+    if not nbytes or not weight_cache_enabled() or torch.cuda.is_current_stream_capturing():
+        return _run(prepared, x, channels_last)
+    stream = _raw_stream(x.get_device())
+    tag = _weight_tag(w, prepared[5], stream)
+    if tag is None:
+        return _run(prepared, x, channels_last)
+    ident = id(w)
+    entry = _weight_cache.get(ident)
+    if entry is not None and entry[0]() is w:
+        if entry[1] == tag:
+            return _run(prepared, x, channels_last, (entry[3], True))
+    else:
+        entry = None
+    # Packed again: into the kept buffer where it is large enough and was used on this
+    # stream (its readers are then ordered before), else a new one. The entry is dropped
+    # while the buffer is being rewritten, and kept again once the forward is launched.
+    _weight_cache.pop(ident, None)
+    if entry is not None and entry[1][4] == stream and entry[2].numel() >= nbytes + 256:
+        buf, ptr = entry[2], entry[3]
+    else:
+        buf = torch.empty(nbytes + 256, dtype=torch.uint8, device=x.device)
+        ptr = (buf.data_ptr() + 255) & ~255
+    out = _run(prepared, x, channels_last, (ptr, False))
+    ref = entry[0] if entry is not None else weakref.ref(w, _forget(ident))
+    _weight_cache[ident] = (ref, tag, buf, ptr)
     return out
 
 
@@ -199,7 +280,7 @@ def conv_transpose(x, w, b, stride, padding, output_padding, groups, dilation) -
         raise unsupported_dtype_error(_op_name(len(stride)), (x, w, b)) from None
     prepared = _C.prepare_forward(*descs, params, math, threads, True)
     cl = prepared[2] and pytorch_channels_last(x, w, b, stride, padding, output_padding, groups, dilation)
-    return _run(prepared, x, cl)
+    return _run_forward(prepared, x, w, cl)
 
 
 def grad_input(dy, w, input_size, stride, padding, output_padding, groups, dilation) -> torch.Tensor:

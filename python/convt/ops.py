@@ -120,12 +120,12 @@ def _fake_empty(shape: Sequence, channels_last: bool, like: torch.Tensor, other:
 
 def _fake_prepare(prepare, op_name: str, tensors: Sequence[Optional[torch.Tensor]], *args, roles=("weight", "bias")):
     """Run a C++ ``prepare_*`` on shape-only descriptors: the real call's validation,
-    output shape and layout candidate, with no data touched."""
+    output shape and layout candidate (call, shape, candidate), with no data touched."""
     try:
         descs = [None if t is None else _kernels.describe(t, with_data=False) for t in tensors]
     except KeyError:
         raise _kernels.unsupported_dtype_error(op_name, tensors, roles) from None
-    return prepare(*descs, *args, 0, 0, False)
+    return prepare(*descs, *args, 0, 0, False)[:3]
 
 
 def _op_name(spatial_dims) -> str:
@@ -138,7 +138,7 @@ def _conv_transpose_fake(x, w, b, stride, padding, output_padding, groups, dilat
     args = (stride, padding, output_padding, groups, dilation)
     if _is_static(x.shape, x.stride(), w.shape, w.stride(), *args) and (b is None or _is_static(b.shape)):
         params = (sd, stride, padding, output_padding, dilation, groups)
-        _, shape, candidate, _ = _fake_prepare(_C.prepare_forward, _op_name(sd), (x, w, b), params)
+        _, shape, candidate = _fake_prepare(_C.prepare_forward, _op_name(sd), (x, w, b), params)
     else:
         shape = [x.shape[0], w.shape[1] * groups]
         for d in range(sd):
@@ -160,7 +160,7 @@ def _grad_input_fake(dy, w, input_size, stride, padding, output_padding, groups,
     args = (stride, padding, output_padding, groups, dilation)
     if _is_static(dy.shape, dy.stride(), w.shape, w.stride(), input_size, *args):
         params = (sd, stride, padding, output_padding, dilation, groups)
-        _, shape, candidate, _ = _fake_prepare(_C.prepare_grad_input, _op_name(sd), (dy, w), input_size, params)
+        _, shape, candidate = _fake_prepare(_C.prepare_grad_input, _op_name(sd), (dy, w), input_size, params)
     else:
         shape, candidate = list(input_size), _channels_last_candidate(dy, w, sd)
     return _fake_empty(shape, candidate and _kernels.cudnn_channels_last(dy), dy, w)
@@ -172,7 +172,7 @@ def _grad_weight_fake(x, dy, weight_size, stride, padding, output_padding, group
     args = (stride, padding, output_padding, groups, dilation)
     if _is_static(x.shape, x.stride(), dy.shape, dy.stride(), weight_size, *args):
         params = (sd, stride, padding, output_padding, dilation, groups)
-        _, shape, candidate, _ = _fake_prepare(
+        _, shape, candidate = _fake_prepare(
             _C.prepare_grad_weight, _op_name(sd), (x, dy), weight_size, params, roles=("grad_output",)
         )
     else:

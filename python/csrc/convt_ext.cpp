@@ -15,13 +15,19 @@
 // itself (with torch.empty, in the layout PyTorch would use):
 //
 //   prepare_<op>(..., math, num_threads, want_workspace)
-//       -> (call, output_shape, channels_last_candidate, workspace_bytes)
+//       -> (call, output_shape, channels_last_candidate, workspace_bytes,
+//           weight_cache_bytes, weight_cache_key)
 //     builds and validates the Problem (Problem::from_tensors: PyTorch's rules, PyTorch's
 //     wording) without touching any data. With data_ptr 0 it serves as a shape-only check.
 //     channels_last_candidate: whether an operand is channels_last (then the output may
-//     be too; the Python front decides as PyTorch would).
-//   run(call, output_ptr, output_strides, stream, workspace_ptr, workspace_bytes)
-//     runs the op with the GIL released.
+//     be too; the Python front decides as PyTorch would). weight_cache_bytes and
+//     weight_cache_key: a CUDA forward's weight re-layout (convt::weight_relayout; 0 and 0
+//     for the other ops, the CPU and without want_workspace).
+//   run(call, output_ptr, output_strides, stream, workspace_ptr, workspace_bytes,
+//       weight_cache_ptr=0, weight_cache_valid=False)
+//     runs the op with the GIL released. A CUDA forward packs its weight into the
+//     caller's weight cache (weight_cache_bytes from prepare) where one is given, or takes
+//     the packing it holds when weight_cache_valid.
 //
 // convt::Error becomes the Python exception PyTorch raises for the same mistake, chosen by
 // its ErrorKind: RuntimeError, ValueError, TypeError or NotImplementedError.
@@ -217,10 +223,14 @@ convt::ExecOptions make_options(int64_t math, int64_t num_threads) {
 nb::tuple finish(Call&& c, bool channels_last, bool want_workspace) {
   const std::size_t ws =
       want_workspace ? convt::workspace_size(c.op, c.problem, c.out.device, c.options) : 0;
+  // (A CUDA forward's weight re-layout, for a caller that keeps it: see weight_cache.)
+  convt::WeightRelayout r;
+  if (want_workspace && c.op == Op::kForward && c.in0.device.is_cuda())
+    r = convt::weight_relayout(c.problem, c.in0, c.options);
   PyObject* shape = PyTuple_New(c.out.rank);
   if (!shape) throw nb::python_error();
   for (int d = 0; d < c.out.rank; ++d) PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(c.out.sizes[d]));
-  return nb::make_tuple(std::move(c), nb::steal(shape), channels_last, ws);
+  return nb::make_tuple(std::move(c), nb::steal(shape), channels_last, ws, r.bytes, r.key);
 }
 
 nb::tuple prepare_forward(nb::handle x, nb::handle w, nb::handle b, nb::handle params,
@@ -320,7 +330,8 @@ nb::tuple prepare_grad_bias(nb::handle dy, int64_t math, int64_t num_threads, bo
 }
 
 void run(const Call& c, int64_t out_ptr, nb::handle out_strides, int64_t stream,
-         int64_t workspace_ptr, int64_t workspace_bytes) {
+         int64_t workspace_ptr, int64_t workspace_bytes, int64_t weight_cache_ptr,
+         bool weight_cache_valid) {
   TensorRef out = c.out;
   out.data = reinterpret_cast<void*>(static_cast<uintptr_t>(out_ptr));
   int64_t strides[kMaxTensorRank];
@@ -331,6 +342,8 @@ void run(const Call& c, int64_t out_ptr, nb::handle out_strides, int64_t stream,
   options.stream = reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(stream));
   options.workspace = reinterpret_cast<void*>(static_cast<uintptr_t>(workspace_ptr));
   options.workspace_bytes = static_cast<std::size_t>(workspace_bytes < 0 ? 0 : workspace_bytes);
+  options.weight_cache = reinterpret_cast<void*>(static_cast<uintptr_t>(weight_cache_ptr));
+  options.weight_cache_valid = weight_cache_ptr != 0 && weight_cache_valid;
 
   nb::gil_scoped_release release;
   switch (c.op) {
@@ -414,7 +427,8 @@ NB_MODULE(_C, m) {
         nb::arg("bias").none(), nb::arg("params"), nb::arg("math"), nb::arg("num_threads"),
         nb::arg("want_workspace"),
         "Validate y = conv_transpose(input, weight) + bias; returns "
-        "(call, output_shape, channels_last_candidate, workspace_bytes)");
+        "(call, output_shape, channels_last_candidate, workspace_bytes, weight_cache_bytes, "
+        "weight_cache_key)");
   m.def("prepare_grad_input", &prepare_grad_input, nb::arg("grad_output"), nb::arg("weight"),
         nb::arg("input_size"), nb::arg("params"), nb::arg("math"), nb::arg("num_threads"),
         nb::arg("want_workspace"), "Validate the input gradient of size input_size");
@@ -430,7 +444,10 @@ NB_MODULE(_C, m) {
         "nothing is launched");
   m.def("run", &run, nb::arg("call"), nb::arg("output_ptr"), nb::arg("output_strides"),
         nb::arg("stream"), nb::arg("workspace_ptr"), nb::arg("workspace_bytes"),
-        "Run a prepared op into the output at output_ptr (GIL released)");
+        nb::arg("weight_cache_ptr") = 0, nb::arg("weight_cache_valid") = false,
+        "Run a prepared op into the output at output_ptr (GIL released); a forward packs "
+        "its weight into weight_cache_ptr (weight_cache_bytes from prepare_forward), or takes "
+        "the packing there when weight_cache_valid");
 
   m.def("built_with_cuda", &convt::built_with_cuda, "Whether this build has the CUDA backend");
   m.def("cuda_available", &convt::cuda_available,

@@ -152,6 +152,13 @@ std::string describe_forward(const Problem& p, const TensorRef& x, const ExecOpt
   return "direct kernel (implicit GEMM " + plan.describe() + ")";
 }
 
+WeightRelayout weight_relayout(const Problem& p, const TensorRef& x, const ExecOptions& opt) {
+  DeviceGuard guard(x.device);
+  const ImplicitGemmFpropPlan plan = plan_implicit_gemm_fprop(p, opt);
+  if (!plan.usable) return {};
+  return weight_relayout_of(plan, p, x, x.device.index);
+}
+
 void forward(const Problem& p, const TensorRef& x, const TensorRef& w, const TensorRef* b,
              const TensorRef& y, const ExecOptions& opt) {
   DeviceGuard guard(y.device);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "convt/cuda/implicit_gemm_fprop_halo_sm80.cuh"
@@ -19,6 +20,9 @@
 #include "cuda_util.hpp"
 #include "fprop_launch.hpp"
 #include "log.hpp"
+
+// The process environment (POSIX), read for its CONVT_* entries (convt_env_fingerprint).
+extern char** environ;
 
 namespace convt {
 namespace cuda {
@@ -850,7 +854,75 @@ std::size_t wgmma_max_shared_bytes() { return wg::kBlockSmem; }
 // its positions for outputs (see plan_implicit_gemm_fprop).
 static constexpr double kWgmmaMinUsed = 0.35;
 
+namespace {
+
+ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options);
+
+// The planner's inputs besides the problem: the options it reads and the CONVT_*
+// variables of the environment (several are read at every call, so that tests can switch
+// them), as one fingerprint: a pass over the environment for the CONVT_ entries, cheaper
+// than the planner's own reads of each (a linear scan of the environment per variable,
+// several dozen per plan).
+struct PlanKey {
+  int spatial_dims;
+  int64_t batch, in_channels, out_channels, groups;
+  Dims input_size, kernel_size, stride, padding, output_padding, dilation;
+  bool has_bias;
+  DType dtype;
+  MathMode math;
+  ForwardKernel kernel;
+  uint64_t env;
+  bool operator==(const PlanKey& o) const {
+    return spatial_dims == o.spatial_dims && batch == o.batch && in_channels == o.in_channels &&
+           out_channels == o.out_channels && groups == o.groups && input_size == o.input_size &&
+           kernel_size == o.kernel_size && stride == o.stride && padding == o.padding &&
+           output_padding == o.output_padding && dilation == o.dilation &&
+           has_bias == o.has_bias && dtype == o.dtype && math == o.math && kernel == o.kernel &&
+           env == o.env;
+  }
+};
+
+uint64_t convt_env_fingerprint() {
+  uint64_t h = 1469598103934665603ull;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const char* v = *e;
+    if (std::strncmp(v, "CONVT_", 6) != 0) continue;
+    for (; *v != '\0'; ++v) h = (h ^ static_cast<unsigned char>(*v)) * 1099511628211ull;
+    h = (h ^ 0xffu) * 1099511628211ull;  // (entry separator)
+  }
+  return h;
+}
+
+}  // namespace
+
+// Plans are kept per thread for the last few (problem, options, environment) they were
+// made for: a call plans up to three times (its workspace, its weight re-layout, its
+// launch) and a model's layers come back at every step. A plan depends on nothing else
+// (no device property: the launch checks the device).
 ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptions& options) {
+  const PlanKey key{p.spatial_dims,   p.batch,      p.in_channels, p.out_channels,
+                    p.groups,         p.input_size, p.kernel_size, p.stride,
+                    p.padding,        p.output_padding, p.dilation, p.has_bias,
+                    p.dtype,          options.math, options.forward_kernel,
+                    convt_env_fingerprint()};
+  constexpr int kKept = 16;
+  thread_local std::vector<std::pair<PlanKey, ImplicitGemmFpropPlan>> kept;
+  thread_local int next = 0;
+  for (const auto& k : kept)
+    if (k.first == key) return k.second;
+  ImplicitGemmFpropPlan plan = plan_uncached(p, options);
+  if (int(kept.size()) < kKept) {
+    kept.emplace_back(key, plan);
+  } else {
+    kept[size_t(next)] = {key, plan};
+    next = (next + 1) % kKept;
+  }
+  return plan;
+}
+
+namespace {
+
+ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options) {
   ExecOptions opt = options;
   if (opt.forward_kernel == ForwardKernel::kAuto) opt.forward_kernel = forward_kernel_from_env();
   ImplicitGemmFpropPlan plan;
@@ -1178,6 +1250,8 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
   return plan;
 }
 
+}  // namespace
+
 bool wgmma_input_in_place(const Problem& p, const TensorRef& x) {
   // (Strides of dimensions of size 1 do not matter: make_raw_tensor_map replaces them.)
   const int64_t e = dtype_size(p.dtype);
@@ -1456,6 +1530,113 @@ std::string describe_fallback(const ImplicitGemmFpropPlan& plan, const std::stri
 }
 
 }  // namespace
+
+wg::PackParams wgmma_pack_params(const ImplicitGemmFpropPlan& plan, const Problem& p, bool split) {
+  wg::PackParams pk{};
+  pk.groups = int(p.groups);
+  pk.cig = int(p.in_channels_per_group());
+  pk.cog = int(p.out_channels_per_group());
+  // (W taps folded: a tile's columns are its channels times the folded taps, one tile per
+  // H tap.)
+  const int fold = plan.wg_fold > 1 ? plan.wg_fold : 1;
+  pk.cw = plan.wg_cw * fold;
+  pk.fold = fold;
+  pk.co_tiles = int((pk.cog + plan.wg_cw - 1) / plan.wg_cw);
+  pk.cblocks = plan.wg_cblocks;
+  pk.bk = plan.wg_bk;
+  pk.split = split ? 1 : 0;
+  pk.flag_nonfinite = split || plan.wg_wup > 1 ? 1 : 0;
+  for (int d = 0; d < 3; ++d) {
+    pk.k[d] = int(p.kernel_size[d]);
+    pk.stride[d] = int(p.stride[d]);
+    pk.pad[d] = int(p.padding[d]);
+    pk.dil[d] = int(p.dilation[d]);
+    pk.tmax[d] = plan.wg_tmax[d];
+  }
+  if (fold > 1) pk.tmax[2] = 1;
+  // (W taps scattered: W runs with stride 1, every tap in one phase, tap f in column block f.)
+  if (plan.wg_scatter) pk.stride[2] = 1;
+  return pk;
+}
+
+std::size_t wgmma_packed_bytes(const wg::PackParams& pk, std::size_t elem) {
+  return std::size_t(wg::packed_weight_elems(pk)) * elem * (pk.split ? 2 : 1);
+}
+
+tma::TmaPackParams tma_pack_params(const ImplicitGemmFpropPlan& plan, const Problem& p) {
+  tma::TmaPackParams pk{};
+  pk.cig = int(p.in_channels_per_group());
+  pk.cog = int(p.out_channels_per_group());
+  pk.groups = int(p.groups);
+  pk.ci_chunks = (pk.cig + plan.tma_bk - 1) / plan.tma_bk;
+  pk.co_tiles = (pk.cog + plan.tma_bn - 1) / plan.tma_bn;
+  for (int d = 0; d < 3; ++d) pk.k[d] = int(p.kernel_size[d]);
+  return pk;
+}
+
+igemm::PackParams mma_pack_params(const ImplicitGemmFpropPlan& plan, const Problem& p) {
+  igemm::PackParams pk{};
+  pk.cig = p.in_channels_per_group();
+  pk.cog = p.out_channels_per_group();
+  pk.groups = p.groups;
+  pk.cig_pad = plan.cig_pad;
+  pk.cog_pad = plan.cog_pad;
+  for (int d = 0; d < 3; ++d) pk.k[d] = p.kernel_size[d];
+  return pk;
+}
+
+namespace {
+
+// FNV-1a over the bytes of trivially copyable values (zero-initialised structs: their
+// padding is zero too).
+struct KeyHash {
+  uint64_t h = 1469598103934665603ull;
+  template <typename V>
+  void add(const V& v) {
+    static_assert(std::is_trivially_copyable<V>::value, "hashed by its bytes");
+    const unsigned char* b = reinterpret_cast<const unsigned char*>(&v);
+    for (std::size_t i = 0; i < sizeof(V); ++i) h = (h ^ b[i]) * 1099511628211ull;
+  }
+};
+
+}  // namespace
+
+WeightRelayout weight_relayout_of(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                                  const TensorRef& x, int device) {
+  // The kernel run_implicit_gemm_fprop runs, and its packing (the weight's strides and
+  // pointers left out: the packed layout does not depend on them).
+  WeightRelayout r;
+  KeyHash k;
+  k.add(int(p.dtype));
+  k.add(plan.split);
+  const std::size_t e = dtype_size(p.dtype);
+  if (plan.wg && wgmma_supported(device)) {
+    const wg::PackParams pk = wgmma_pack_params(plan, wgmma_problem(plan, p), plan.split);
+    k.add(1);
+    k.add(pk);
+    const std::size_t bytes = wgmma_packed_bytes(pk, e);
+    r.bytes = pk.flag_nonfinite ? wgmma_cache_flag_offset(bytes) + 16 : bytes;
+  } else {
+    alignas(64) CUtensorMap map;
+    std::string why;
+    if (choose_tma(plan, p, x, device, &map, &why)) {
+      const tma::TmaPackParams pk = tma_pack_params(plan, p);
+      k.add(2);
+      k.add(pk);
+      k.add(plan.tma_bn);
+      k.add(plan.tma_bk);
+      k.add(!plan.split && tma_wgmma_requested());  // (the wgmma form's tile layout)
+      r.bytes = std::size_t(tma::tma_packed_weight_elems(pk, plan.tma_bn, plan.tma_bk)) * e;
+    } else {
+      const igemm::PackParams pk = mma_pack_params(plan, p);
+      k.add(3);
+      k.add(pk);
+      r.bytes = std::size_t(igemm::packed_weight_elems(pk)) * e;
+    }
+  }
+  r.key = k.h;
+  return r;
+}
 
 std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                          const TensorRef& x, int device) {

@@ -169,6 +169,13 @@ bool wgmma_channels_last_in_place(const ImplicitGemmFpropPlan& plan, const Probl
 bool wgmma_input_transposed_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                       const TensorRef& x);
 
+// The weight re-layout run_implicit_gemm_fprop runs for (plan, problem, input) on `device`
+// (see convt::weight_relayout): the packed weight of the kernel it picks, its bytes (with
+// the wgmma kernel's non-finite flag where its packing sets one) and a key hashed from
+// everything that packing depends on.
+WeightRelayout weight_relayout_of(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                                  const TensorRef& x, int device);
+
 // Whether (and how) the implicit-GEMM kernel runs this canonical problem.
 ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptions& opt);
 

@@ -9,6 +9,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "convt/cuda/implicit_gemm_fprop_halo_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_sm80.cuh"
@@ -40,20 +43,16 @@ inline int64_t span(const TensorRef& t) {
   return s;
 }
 
-// Packs the weight into the workspace (Wp[g][kd][kh][kw][ci][co], see the kernel header).
+// Packs the weight into the workspace or the weight cache (Wp[g][kd][kh][kw][ci][co], see
+// the kernel header), unless the cache holds it.
 template <typename T, bool kSplit>
 void pack_weight(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& w,
                  const ExecOptions& opt) {
   using namespace igemm;
-  PackParams pk{};
+  if (!packing_runs(opt)) return;
+  PackParams pk = mma_pack_params(plan, p);
   pk.w = w.data;
-  pk.wp = opt.workspace;
-  pk.cig = p.in_channels_per_group();
-  pk.cog = p.out_channels_per_group();
-  pk.groups = p.groups;
-  pk.cig_pad = plan.cig_pad;
-  pk.cog_pad = plan.cog_pad;
-  for (int d = 0; d < 3; ++d) pk.k[d] = p.kernel_size[d];
+  pk.wp = packed_weight_ptr(opt);
   for (int d = 0; d < 5; ++d) pk.w_str[d] = w.strides[d];
   const int64_t packed = packed_weight_elems(pk);
   const int64_t pack_blocks = std::min<int64_t>((packed + 255) / 256, 65535);
@@ -80,7 +79,7 @@ inline igemm::FpropParams fprop_params(const ImplicitGemmFpropPlan& plan, const 
                                 const ExecOptions& opt) {
   igemm::FpropParams fp{};
   fp.x = x.data;
-  fp.wp = opt.workspace;
+  fp.wp = packed_weight_ptr(opt);
   fp.bias = b ? b->data : nullptr;
   fp.b_str = b ? b->strides[0] : 0;
   fp.y = y.data;
@@ -191,25 +190,24 @@ void launch_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const CUten
                 const TensorRef& w, const TensorRef* b, const TensorRef& y,
                 const ExecOptions& opt, int device) {
   using namespace tma;
-  const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
-  TmaPackParams pk{};
+  CONVT_CHECK(plan.tma_bn == BN && plan.tma_bk == BK, "convt: TMA tile ", BN, "x", BK,
+              " against the plan's ", plan.tma_bn, "x", plan.tma_bk);
+  TmaPackParams pk = tma_pack_params(plan, p);
   pk.w = w.data;
-  pk.wp = opt.workspace;
+  pk.wp = packed_weight_ptr(opt);
   for (int d = 0; d < 5; ++d) pk.w_str[d] = w.strides[d];
-  pk.cig = int(cig);
-  pk.cog = int(cog);
-  pk.groups = int(p.groups);
-  pk.ci_chunks = int((cig + BK - 1) / BK);
-  pk.co_tiles = int((cog + BN - 1) / BN);
-  for (int d = 0; d < 3; ++d) pk.k[d] = int(p.kernel_size[d]);
-  const int64_t packed = tma_packed_weight_elems(pk, BN, BK);
-  // (One block per tile of BN x BK elements.)
-  const int64_t pack_blocks = std::max<int64_t>(std::min<int64_t>(packed / (BN * BK), 65535), 1);
-  pack_weight_tma_kernel<T, BN, BK, kSplit, kWgmma><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
-  check_cuda(cudaGetLastError(), "pack_weight_tma_kernel launch");
+  if (packing_runs(opt)) {
+    const int64_t packed = tma_packed_weight_elems(pk, BN, BK);
+    // (One block per tile of BN x BK elements.)
+    const int64_t pack_blocks =
+        std::max<int64_t>(std::min<int64_t>(packed / (BN * BK), 65535), 1);
+    pack_weight_tma_kernel<T, BN, BK, kSplit, kWgmma>
+        <<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
+    check_cuda(cudaGetLastError(), "pack_weight_tma_kernel launch");
+  }
 
   TmaFpropParams fp{};
-  fp.wp = opt.workspace;
+  fp.wp = pk.wp;
   fp.bias = b ? b->data : nullptr;
   fp.b_str = b ? b->strides[0] : 0;
   fp.y = y.data;
@@ -305,10 +303,22 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
                "cudaDeviceGetAttribute");
     cached_sms.store(sms, std::memory_order_relaxed);
   }
+  // (The occupancy query costs microseconds of host time: its answers are kept per
+  // (device, shared memory bytes) for this kernel.)
+  static std::mutex occ_mutex;
+  static std::vector<std::pair<std::pair<int, std::size_t>, int>> occ_kept;
   auto occupancy = [&](std::size_t bytes) {
+    const std::pair<int, std::size_t> key{device, bytes};
+    {
+      std::lock_guard<std::mutex> lock(occ_mutex);
+      for (const auto& k : occ_kept)
+        if (k.first == key) return k.second;
+    }
     int n = 0;
     check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, bytes),
                "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    std::lock_guard<std::mutex> lock(occ_mutex);
+    if (occ_kept.size() < 64) occ_kept.push_back({key, n});
     return n;
   };
   int per_sm = occupancy(smem);
@@ -461,47 +471,42 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
                         const ExecOptions& opt, int device, const WgmmaMapFn& encode) {
   using namespace fprop_detail;
   unsigned char* ws = static_cast<unsigned char*>(opt.workspace);
-  void* wp = ws;
+  void* wp = packed_weight_ptr(opt);
   void* xt = ws + plan.wg_xt_offset;
   int* counter = reinterpret_cast<int*>(ws + plan.wg_counter_offset);
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
 
   // The tile counter and (split TF32) the non-finite flag, zero before the kernels.
   check_cuda(cudaMemsetAsync(counter, 0, 2 * sizeof(int), opt.stream), "cudaMemsetAsync");
-  wg::PackParams pk{};
+  wg::PackParams pk = wgmma_pack_params(plan, p, kSplit);
   pk.w = w.data;
   pk.wp = wp;
   for (int d = 0; d < 5; ++d) pk.w_str[d] = w.strides[d];
-  pk.groups = int(p.groups);
-  pk.cig = int(cig);
-  pk.cog = int(cog);
-  // (W taps folded: a tile's columns are its channels times the folded taps, one tile per
-  // H tap.)
-  const int fold = plan.wg_fold > 1 ? plan.wg_fold : 1;
-  pk.cw = plan.wg_cw * fold;
-  pk.fold = fold;
-  pk.co_tiles = int((cog + plan.wg_cw - 1) / plan.wg_cw);
-  pk.cblocks = plan.wg_cblocks;
-  pk.bk = plan.wg_bk;
-  pk.split = kSplit ? 1 : 0;
-  pk.flag_nonfinite = kSplit || plan.wg_wup > 1 ? 1 : 0;
   pk.nonfinite = counter + 1;
-  for (int d = 0; d < 3; ++d) {
-    pk.k[d] = int(p.kernel_size[d]);
-    pk.stride[d] = int(p.stride[d]);
-    pk.pad[d] = int(p.padding[d]);
-    pk.dil[d] = int(p.dilation[d]);
-    pk.tmax[d] = plan.wg_tmax[d];
-  }
-  if (fold > 1) pk.tmax[2] = 1;
-  // (W taps scattered: W runs with stride 1, every tap in one phase, tap f in column block f.)
-  if (plan.wg_scatter) pk.stride[2] = 1;
   const int64_t packed = wg::packed_weight_elems(pk);
-  // (One block per tile of cw x bk elements.)
-  const int64_t pack_blocks =
-      std::max<int64_t>(std::min<int64_t>(packed / (int64_t(pk.cw) * pk.bk), 65535), 1);
-  wg::pack_weight_wgmma_kernel<T><<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
-  check_cuda(cudaGetLastError(), "pack_weight_wgmma_kernel launch");
+  // (Kept in a weight cache, the packing's flag for an infinite or NaN weight stays with it,
+  // 16 bytes after the packed tiles, and each call copies it into the workspace's flag.)
+  int* cache_flag =
+      opt.weight_cache != nullptr && pk.flag_nonfinite
+          ? reinterpret_cast<int*>(static_cast<unsigned char*>(opt.weight_cache) +
+                                   wgmma_cache_flag_offset(wgmma_packed_bytes(pk, sizeof(T))))
+          : nullptr;
+  if (packing_runs(opt)) {
+    if (cache_flag != nullptr) {
+      check_cuda(cudaMemsetAsync(cache_flag, 0, sizeof(int), opt.stream), "cudaMemsetAsync");
+      pk.nonfinite = cache_flag;
+    }
+    // (One block per tile of cw x bk elements.)
+    const int64_t pack_blocks =
+        std::max<int64_t>(std::min<int64_t>(packed / (int64_t(pk.cw) * pk.bk), 65535), 1);
+    wg::pack_weight_wgmma_kernel<T>
+        <<<static_cast<unsigned>(pack_blocks), 256, 0, opt.stream>>>(pk);
+    check_cuda(cudaGetLastError(), "pack_weight_wgmma_kernel launch");
+  }
+  if (cache_flag != nullptr)
+    check_cuda(cudaMemcpyAsync(counter + 1, cache_flag, sizeof(int), cudaMemcpyDeviceToDevice,
+                               opt.stream),
+               "cudaMemcpyAsync");
 
   alignas(64) CUtensorMap map;
   int cl_chunks = 0;

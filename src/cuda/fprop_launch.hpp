@@ -10,10 +10,36 @@
 #include <functional>
 
 #include "convt/cuda/implicit_gemm_fprop_tma_sm90.cuh"
+#include "convt/cuda/implicit_gemm_fprop_wgmma_sm90.cuh"
 #include "fprop_implicit_gemm.hpp"
 
 namespace convt {
 namespace cuda {
+
+// The weight packings of the three implicit-GEMM kernels for the problem p each runs (the
+// wgmma kernel's: wgmma_problem), without the pointers, the weight's strides and the
+// non-finite flag, which the launches fill in: everything the packed layout depends on.
+// weight_relayout_of hashes them into the key of ExecOptions::weight_cache.
+wg::PackParams wgmma_pack_params(const ImplicitGemmFpropPlan& plan, const Problem& p, bool split);
+tma::TmaPackParams tma_pack_params(const ImplicitGemmFpropPlan& plan, const Problem& p);
+igemm::PackParams mma_pack_params(const ImplicitGemmFpropPlan& plan, const Problem& p);
+
+// Bytes of the wgmma kernel's packed weight (the residual tiles included, split TF32), and
+// where a weight cache holds the flag its packing sets for an infinite or NaN weight (16
+// bytes after them; see launch_fprop_wgmma).
+std::size_t wgmma_packed_bytes(const wg::PackParams& pk, std::size_t elem);
+inline std::size_t wgmma_cache_flag_offset(std::size_t packed_bytes) {
+  return (packed_bytes + 15) / 16 * 16;
+}
+
+// Where the packed weight goes: ExecOptions::weight_cache where given, else the start of
+// the workspace; and whether the packing runs (not where the cache is valid).
+inline void* packed_weight_ptr(const ExecOptions& opt) {
+  return opt.weight_cache != nullptr ? opt.weight_cache : opt.workspace;
+}
+inline bool packing_runs(const ExecOptions& opt) {
+  return opt.weight_cache == nullptr || !opt.weight_cache_valid;
+}
 
 // Dynamic shared memory the halo kernel may use: what lets two blocks share a multiprocessor.
 // Its size varies with the problem, so each kernel is opted in to this bound once.

@@ -838,6 +838,109 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaStack,
                          ::testing::Range(0, static_cast<int>(stack_cases().size())),
                          indexed_case_name);
 
+// The weight cache (ExecOptions::weight_cache, convt::weight_relayout): for each
+// implicit-GEMM kernel (wgmma, TMA, gather) and precision, a forward that fills the cache
+// and one that takes it give the output of a forward without it, bit for bit; with the
+// cache marked valid the packing is skipped (a changed weight still gives the kept
+// weight's output, the caller's contract), without it the new weight's. The key names the
+// kernel's layout: equal for equal calls, different across kernels and precisions. Split
+// TF32 keeps its flag for a non-finite weight with the packing, so that a forward taking
+// the cache still propagates an infinity as the forward without it does.
+TEST(CudaWeightCache, KeptPackingMatchesAndIsTakenOnlyWhenValid) {
+  SKIP_WITHOUT_CUDA();
+  struct Kind {
+    ForwardKernel kernel;
+    bool needs_sm90a;
+  };
+  const Kind kinds[] = {{ForwardKernel::kImplicitGemmWgmma, true},
+                        {ForwardKernel::kImplicitGemmTma, true},
+                        {ForwardKernel::kImplicitGemm, false}};
+  const Problem base = make_problem(2, 2, 32, 48, 1, {9, 13, 1}, {3, 3, 1}, {2, 2, 1},
+                                    {1, 1, 0}, {1, 0, 0}, {1, 1, 1}, true);
+  std::vector<std::pair<uint64_t, std::string>> keys;
+  for (const Kind& kind : kinds) {
+    if (kind.needs_sm90a && !wgmma_unavailable_reason().empty()) continue;
+    for (const Precision& precision : kPrecisions) {
+      if (precision.dtype == DType::kFloat64) continue;
+      SCOPED_TRACE(std::string(precision.name) + " kernel " +
+                   std::to_string(int(kind.kernel)));
+      Problem p = base;
+      p.dtype = precision.dtype;
+      std::mt19937_64 rng(99);
+      CaseTensors t(p, Layout::kContiguous, p.dtype, rng);
+      HostTensor w2(p.weight_shape(), p.tensor_rank(), p.dtype, Layout::kContiguous);
+      w2.fill_uniform(rng);
+      const DeviceTensor gx(t.x, nullptr), gw(t.w, nullptr), gw2(w2, nullptr), gb(t.b, nullptr);
+      ExecOptions opt;
+      opt.math = precision.math;
+      opt.forward_kernel = kind.kernel;
+      const std::string what = convt::describe_forward(p, gx.ref, opt);
+      const WeightRelayout r = convt::weight_relayout(p, gx.ref, opt);
+      ASSERT_GT(r.bytes, 0u) << what;
+      EXPECT_EQ(convt::weight_relayout(p, gx.ref, opt).key, r.key);
+      // (What a key names: the precision and the kernel that runs, whose packing differs
+      // between the wgmma kernel, the TMA kernel and the mma.sync kernels (gather and halo
+      // pack alike). A kernel asked for that cannot run gives way to another, whose
+      // packing then has that one's key.)
+      const char* family = what.find("wgmma persistent") != std::string::npos ? "wgmma"
+                           : what.rfind("implicit-GEMM TMA", 0) == 0          ? "TMA"
+                                                                              : "mma.sync";
+      keys.push_back({r.key, std::string(precision.name) + " " + family});
+      DeviceBuffer cache(r.bytes);
+      // One forward into a fresh output; the host copy of its bytes.
+      auto run = [&](const DeviceTensor& w, void* cache_ptr, bool valid) {
+        HostTensor y(p.output_shape(), p.tensor_rank(), p.dtype, Layout::kContiguous);
+        DeviceTensor gy(y, nullptr);
+        ExecOptions o = opt;
+        Workspace ws(Op::kForward, p, o);
+        o.weight_cache = cache_ptr;
+        o.weight_cache_valid = valid;
+        convt::forward(p, gx.ref, w.ref, &gb.ref, gy.ref, o);
+        gy.download(y, nullptr);
+        return y.bytes;
+      };
+      const auto plain = run(gw, nullptr, false);
+      const auto plain2 = run(gw2, nullptr, false);
+      ASSERT_NE(plain, plain2);
+      EXPECT_EQ(run(gw, cache.get(), false), plain) << what;
+      EXPECT_EQ(run(gw, cache.get(), true), plain) << what;
+      EXPECT_EQ(run(gw2, cache.get(), true), plain) << "the kept packing was not taken: " << what;
+      EXPECT_EQ(run(gw2, cache.get(), false), plain2) << what;
+      EXPECT_EQ(run(gw2, cache.get(), true), plain2) << what;
+      if (p.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32) {
+        // An infinite weight: the forward without the cache and both with it agree (NaN and
+        // infinity where float64 has them).
+        HostTensor w3(p.weight_shape(), p.tensor_rank(), p.dtype, Layout::kContiguous);
+        for (int64_t i = 0; i < w3.numel(); ++i) w3.set(i, t.w.get(i));
+        w3.set(5, INFINITY);
+        const DeviceTensor gw3(w3, nullptr);
+        const auto inf_plain = run(gw3, nullptr, false);
+        EXPECT_EQ(run(gw3, cache.get(), false), inf_plain) << what;
+        EXPECT_EQ(run(gw3, cache.get(), true), inf_plain) << what;
+      }
+    }
+  }
+  // Equal keys for the same precision and kernel, different ones across them.
+  ASSERT_GE(keys.size(), 4u);
+  for (const auto& a : keys)
+    for (const auto& b : keys)
+      EXPECT_EQ(a.first == b.first, a.second == b.second) << a.second << " / " << b.second;
+}
+
+// The CPU backend and the direct kernel run no re-layout.
+TEST(CudaWeightCache, NoRelayoutWithoutThePackingKernels) {
+  SKIP_WITHOUT_CUDA();
+  Problem p = make_problem(2, 2, 32, 48, 1, {9, 13, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0},
+                           {1, 0, 0}, {1, 1, 1}, true);
+  p.dtype = DType::kFloat32;
+  HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, Layout::kContiguous);
+  EXPECT_EQ(convt::weight_relayout(p, x.ref).bytes, 0u);
+  const DeviceTensor gx(x, nullptr);
+  ExecOptions opt;
+  opt.forward_kernel = ForwardKernel::kDirect;
+  EXPECT_EQ(convt::weight_relayout(p, gx.ref, opt).bytes, 0u);
+}
+
 // channels_last inputs of 1-D and 2-D problems in 16-bit types: the wgmma kernel reads them
 // in place through a tensor map over x (no input copy) where every group's channels are a
 // whole number of K steps; float32 (TF32 rounding) and groups of other widths take the copy.
