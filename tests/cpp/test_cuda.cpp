@@ -812,6 +812,10 @@ std::vector<Case> stack_cases() {
   add(make_problem(2, 5, 64, 32, 1, {4, 4, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
                    {1, 1, 1}, true),
       Layout::kChannelsLast);
+  // A DCGAN-like first layer: 1 x 1 inputs, kernel 4, stride 1 (one H tap a K step, so that
+  // more samples stack), 100 channels padded to the K step, 9 samples.
+  add(make_problem(2, 9, 100, 64, 1, {1, 1, 1}, {4, 4, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
   return v;
 }
 

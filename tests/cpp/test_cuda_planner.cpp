@@ -580,6 +580,22 @@ TEST(CudaPlanner, SmallPlanesStackInATile) {
     EXPECT_NEAR(plan.wg_used, 64.0 * 128 / (43 * 256), 1e-9);  // (43 groups of 3 samples)
     EXPECT_NEAR(plan.wg_used_plane, 0.25, 1e-9);
   }
+  // Each stacked plane's box holds the rows of the K step's H taps, so stacking takes the
+  // H taps that fill the tile best: DCGAN's 100 -> 512 layer (1 x 1 inputs, kernel 4,
+  // stride 1: a 4 x 4 phase, 4 x 7 box positions with one H tap a step, 6 x 7 with three)
+  // stacks 7 samples of one H tap in 208 positions (52% used) in both types, and the
+  // dispatcher keeps it.
+  Problem d1 = layer(2, 128, 100, 512, {1, 1, 1}, {4, 4, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0});
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    d1.dtype = dtype;
+    SCOPED_TRACE(d1.to_string());
+    const Plan plan = convt::cuda::plan_implicit_gemm_fprop(d1.canonical3d(), ExecOptions{});
+    ASSERT_TRUE(plan.wg) << plan.wg_reason;
+    EXPECT_EQ(plan.wg_hb, 1);
+    EXPECT_EQ(plan.wg_hbox, 4);
+    EXPECT_EQ(plan.wg_stack, 7);
+    check(d1.canonical3d(), MathMode::kAllowTF32, plan);
+  }
   // A HiFi-GAN-like layer (1-D, 32 inputs, kernel 16, stride 8: 32 positions a phase): the
   // wgmma tile stacks 3 samples or more, but one would use a quarter of it or less and the TMA kernel's W
   // segments are at least half full, so the dispatcher takes the TMA kernel.
