@@ -12,6 +12,7 @@
 #     build install ncu-src   # stall reasons and per-instruction samples of one kernel
 #   bash scripts/gpu_check.sh install bench-strict   # strict float32 forward, 10 runs a side
 #   bash scripts/gpu_check.sh install bench-models   # the layers of published models (--suite models)
+#   bash scripts/gpu_check.sh install host-time   # host time per call on those layers (scripts/host_time.py)
 #   bash scripts/gpu_check.sh install tile-sweep   # the TMA kernel's tiles against its planner
 #   bash scripts/gpu_check.sh build install wgmma   # the TMA kernel on wgmma: tests, sanitizers, timing
 #   bash scripts/gpu_check.sh install owners   # tap-less W phases by their owners, on and off
@@ -419,6 +420,11 @@ if has bench-models; then
   step bench-models python3 -m convt bench --suite models --dtype fp32,bf16 \
     --math default,strict --json "$OUT/models.json"
   grep -E "geomean" "$OUT/bench-models.log" | tee -a "$SUMMARY"
+fi
+if has host-time; then
+  # Host time per call on the models suite's layers, convt's C++ entry points apart
+  # (HOST_TIME_DTYPE, default bf16).
+  step host-time python3 scripts/host_time.py "${HOST_TIME_DTYPE:-bf16}" all --suite models --breakdown
 fi
 if has overhead; then
   step overhead python3 scripts/host_overhead.py
