@@ -228,9 +228,12 @@ def _weight_tag(w: torch.Tensor, key: int, stream: int) -> Optional[tuple]:
     return (w.data_ptr(), w.stride(), version, key, stream)
 
 
-def _forget(ident: int):
+def _forget(ident: int, cache: dict = _weight_cache):
+    """The weakref callback that drops the entry of the weight with this id (the dict held
+    by the closure, so that it still works while the module is being torn down)."""
+
     def drop(_ref):
-        _weight_cache.pop(ident, None)
+        cache.pop(ident, None)
 
     return drop
 
