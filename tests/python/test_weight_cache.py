@@ -147,3 +147,56 @@ def test_graph_replays_see_inplace_weight_changes():
         torch.cuda.synchronize()
         with torch.no_grad():
             assert rel_error(static_y, _reference(m, x)) <= 8e-4
+
+
+def test_cache_logic_with_the_run_stubbed(monkeypatch):
+    """The keeping rules on the CPU, with the C++ run stubbed: which calls are told the kept
+    packing is valid, into which buffer each packs, and when an entry goes."""
+    monkeypatch.delenv("CONVT_WEIGHT_CACHE", raising=False)
+    convt.clear_weight_cache()
+    calls = []
+
+    def fake_run(prepared, like, channels_last, cache=(0, False)):
+        calls.append(cache)
+        return like
+
+    stream = [11]
+    monkeypatch.setattr(_kernels, "_run", fake_run)
+    monkeypatch.setattr(_kernels, "_raw_stream", lambda index: stream[0])
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    x = torch.randn(1, 2, 3, 3)
+    w = torch.randn(2, 2, 3, 3)
+    prepared = (None, None, False, 0, 1000, 42)  # (call, shape, cl, workspace, bytes, key)
+
+    def run(weight=w, prep=prepared):
+        _kernels._run_forward(prep, x, weight, False)
+        return calls[-1]
+
+    first = run()
+    assert first[1] is False and first[0] % 256 == 0  # packed into a new, aligned buffer
+    assert run() == (first[0], True)  # unchanged: the kept packing
+    with torch.no_grad():
+        w.add_(1)  # version bumped: packed again, into the same buffer (same stream)
+    assert run() == (first[0], False)
+    assert run() == (first[0], True)
+    assert run(prep=prepared[:5] + (43,)) == (first[0], False)  # another layout key
+    stream[0] = 12  # another stream: a buffer of its own
+    other = run()
+    assert other[1] is False and other[0] != first[0]
+    assert run() == (other[0], True)
+    assert run(prep=prepared[:4] + (0, 0)) == (0, False)  # nothing to keep: no cache
+    monkeypatch.setenv("CONVT_WEIGHT_CACHE", "0")
+    assert run() == (0, False)
+    monkeypatch.delenv("CONVT_WEIGHT_CACHE")
+    assert run() == (other[0], True)
+    w2 = torch.randn(2, 2, 3, 3)
+    assert run(weight=w2)[1] is False
+    assert id(w2) in _kernels._weight_cache
+    del w2
+    gc.collect()
+    assert len(_kernels._weight_cache) == 1  # w's entry only
+    convt.clear_weight_cache()
+    assert run()[1] is False
+    with torch.inference_mode():
+        w3 = torch.randn(2, 2, 3, 3)
+    assert run(weight=w3) == (0, False)  # no version counter: nothing kept
