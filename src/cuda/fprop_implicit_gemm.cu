@@ -331,6 +331,9 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   int64_t halo_w = (tmax[2] - 1) * doff[2];
   if (halo_w > 248) return no("the W taps' input window is wider than a TMA box");
   const int hb_env = wg_env_int("CONVT_WG_HB"), bk_env = wg_env_int("CONVT_WG_BK");
+  // (For measuring the planner: CONVT_WG_WV caps a tile's output columns per row, more rows
+  // a tile; CONVT_WG_N caps the positions of a channel-major tile.)
+  const int wv_env = wg_env_int("CONVT_WG_WV"), n_env = wg_env_int("CONVT_WG_N");
   // The tile's channels. wgmma's M is 64 rows: 64 channels x N positions, unless a group
   // has at most 32 output channels, where that would leave half of M or more empty: then
   // a position-major tile, 256 positions (four m64 blocks) x nc channels, nc the group's
@@ -473,6 +476,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
     int64_t span = n - halo_w - 2 * raw_lead;
     // (Merged W phases: a row of s x wv outputs fits the buffer.)
     if (wmerge) span = std::min<int64_t>(span, wm_max_out / sw);
+    if (wv_env > 0) span = std::min<int64_t>(span, wv_env);
     if (span < 8) return 0.0;
     const int64_t seg_min = (q[2] + span - 1) / span;
     double best = 0;
@@ -516,6 +520,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
     const int64_t n_pos = fold > 1 ? wg::fold_positions(int(nc), fold) : raw && nc > 32 ? 128 : 256;
     for (int i = 0; i < (nc > 0 ? 1 : wg::kNumN); ++i) {
       const int64_t n = nc > 0 ? n_pos : wg::n_choice(i);
+      if (nc == 0 && n_env > 0 && n > n_env && i > 0) continue;
       // (Split TF32 keeps a second set of accumulators, the running sum: at most 128
       // positions fit the registers.)
       if (nc == 0 && copies == 2 && n > 128) continue;
@@ -814,8 +819,40 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
                 p.input_size[2];
   plan.wg_xt_offset = std::size_t(round_up(wbytes, 256));
   plan.wg_counter_offset = std::size_t(round_up(int64_t(plan.wg_xt_offset) + xbytes, 256));
+  // The copier warps' chunks: 32 KB of the copy per channel block (at least 64 positions).
+  plan.wg_copy_chunk = int(std::max<int64_t>(64, 32768 / (int64_t(plan.wg_bk) * e)));
+  const int64_t plane = p.input_size[0] * p.input_size[1] * p.input_size[2];
+  plan.wg_chunk_done_offset = plan.wg_counter_offset + 256;
+  plan.wg_chunk_done_bytes =
+      raw || copies > 1
+          ? 0
+          : std::size_t(round_up(
+                4 * p.batch * p.groups * ((plane + plan.wg_copy_chunk - 1) / plan.wg_copy_chunk),
+                256));
+  // The copy made by the copier warps while the tiles run (wg::Params::fused), in place of
+  // the copy kernel before them: channel-major tiles reading the copy (not transposed in the
+  // kernel, no W taps folded, no W phase pairs), float as TF32, rows of 32 columns or more
+  // (a warp's loads), and at least 512 multiply-adds per input element, so that the copy
+  // keeps ahead of the tiles that wait for it. Measured on an H100 against the copy kernel
+  // (docs/kernels.md): kb57 0.82x, kb65 0.85x, kb69 0.91x, kb61 0.93x of the time, kb68 and
+  // kb77 unchanged; slower at 384 per element (kb64 1.1x: the copier warps fall behind),
+  // and 1.3x-4x slower in 16-bit types (twice the MMAs per second against a copy of as many
+  // loads). CONVT_WG_FUSED_COPY=0 runs the copy kernel everywhere, =1 takes the copier warps
+  // wherever they can run.
+  {
+    const char* fc = std::getenv("CONVT_WG_FUSED_COPY");
+    const int fc_env = fc != nullptr && (fc[0] == '0' || fc[0] == '1') ? fc[0] - '0' : -1;
+    const double macs =
+        double(cog) * double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]);
+    const bool can = plan.wg_chunk_done_bytes > 0 && !plan.wg_xp && nc == 0 && fold == 1 &&
+                     !wpairs && !wmerge && !scatter;
+    plan.wg_copy_fused =
+        can && (fc_env == 1 ||
+                (fc_env != 0 && e == 4 && macs >= 512 && p.input_size[2] >= 32));
+  }
   plan.wg = true;
-  plan.workspace_bytes = std::max(plan.workspace_bytes, plan.wg_counter_offset + 256);
+  plan.workspace_bytes = std::max(plan.workspace_bytes,
+                                  plan.wg_chunk_done_offset + plan.wg_chunk_done_bytes);
 }
 
 // p with zeros inserted along W, wup - 1 between neighbouring input columns, and W stride
@@ -1047,6 +1084,7 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
         if (up.wg && (wup_env == 1 || memory_bound_with_w_zeros(p, plan.split, up.wg_nc))) {
           plan = up;
           plan.wg_wup = int(p.stride[2]);
+          plan.wg_copy_fused = false;  // (the copy inserts the zeros)
           upsampled = true;
         }
       }
@@ -1339,6 +1377,16 @@ bool wgmma_input_transposed_in_kernel(const ImplicitGemmFpropPlan& plan, const P
   return wgmma_input_in_place(p, x);
 }
 
+bool wgmma_input_copied_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                                  const TensorRef& x) {
+  if (!plan.wg || !plan.wg_copy_fused || plan.wg_xp || plan.wg_raw || plan.split ||
+      plan.wg_wup > 1)
+    return false;
+  const int64_t iw = p.input_size[2], ih = p.input_size[1], id = p.input_size[0];
+  return x.strides[4] == 1 && (ih == 1 || x.strides[3] == iw) &&
+         (id == 1 || x.strides[2] == ih * iw);
+}
+
 // A tensor map over x itself (readable as wgmma_input_in_place says), dims (W, channels of
 // a group, H, D, N * G), box (cols, chans, rows, 1, 1).
 static bool encode_x_boxes(CUtensorMap* map, const Problem& p, const TensorRef& x, int64_t cols,
@@ -1538,6 +1586,8 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
           ? ", channels_last input read in place"
       : wgmma_input_transposed_in_kernel(plan, wgmma_problem(plan, p), x)
           ? ", input transposed in the kernel"
+      : wgmma_input_copied_in_kernel(plan, wgmma_problem(plan, p), x)
+          ? ", input copied by the kernel's copier warps"
       : !plan.wg_raw               ? ""
       : wgmma_input_in_place(p, x) ? ", input read in place (A from registers)"
                                     : ", input padded, then read in place (A from registers)",

@@ -53,6 +53,15 @@ struct ImplicitGemmFpropPlan {
   int wg_a_bytes = 0;
   // Workspace: packed weight at 0, the input copy at wg_xt_offset, the tile counter.
   std::size_t wg_xt_offset = 0, wg_counter_offset = 0;
+  // The copy made by the kernel's copier warps (wg::Params::fused): chunks of
+  // wg_copy_chunk positions of a sample's D x H x W, a count per (sample, group, chunk) (ints,
+  // zero before the kernel) at wg_chunk_done_offset; 0 bytes where the plan cannot take it
+  // (split TF32, the input read in place).
+  std::size_t wg_chunk_done_offset = 0, wg_chunk_done_bytes = 0;
+  int wg_copy_chunk = 0;
+  // Whether the copier warps make the copy (channel-major tiles reading the copy, see
+  // plan_wgmma_tile for the rule), where the input's layout lets them.
+  bool wg_copy_fused = false;
   // Zeros inserted along W (wg_wup = the W stride, else 1): the input copy holds input
   // column w at column w * wg_wup and zeros between, and the kernel runs the problem with
   // W stride 1 on it (wgmma_problem), every output row one phase stored whole. It
@@ -168,6 +177,12 @@ bool wgmma_channels_last_in_place(const ImplicitGemmFpropPlan& plan, const Probl
 // bk channels, hbox rows, 1, 1).
 bool wgmma_input_transposed_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                       const TensorRef& x);
+
+// Whether the wgmma kernel of `plan` copies the input itself, its copier warps making the
+// copy while the tiles run (plan.wg_copy_fused; no zeros inserted, not split TF32), where x
+// is NC... with each sample's D x H x W positions contiguous. Else a copy kernel runs first.
+bool wgmma_input_copied_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                                  const TensorRef& x);
 
 // The weight re-layout run_implicit_gemm_fprop runs for (plan, problem, input) on `device`
 // (see convt::weight_relayout): the packed weight of the kernel it picks, its bytes (with

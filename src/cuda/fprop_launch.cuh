@@ -293,7 +293,8 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
                     cudaStream_t stream, int device) {
   static std::atomic<uint64_t> smem_set{0};
   const auto kernel = wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH, kXp>;
-  constexpr int threads = wg::block_threads(kXp);
+  constexpr int threads =
+      wg::block_threads(kXp, wg::has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH));
   allow_smem(kernel, wg::kBlockSmem, device, smem_set);
   // Persistent: as many blocks as are resident at once, at most one per tile.
   static std::atomic<int> cached_sms{0};
@@ -476,8 +477,9 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   int* counter = reinterpret_cast<int*>(ws + plan.wg_counter_offset);
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
 
-  // The tile counter and (split TF32) the non-finite flag, zero before the kernels.
-  check_cuda(cudaMemsetAsync(counter, 0, 2 * sizeof(int), opt.stream), "cudaMemsetAsync");
+  // The tile counter, (split TF32) the non-finite flag and the copier warps' unit counter,
+  // zero before the kernels (the chunks' counts too, further below, where they copy).
+  check_cuda(cudaMemsetAsync(counter, 0, 4 * sizeof(int), opt.stream), "cudaMemsetAsync");
   wg::PackParams pk = wgmma_pack_params(plan, p, kSplit);
   pk.w = w.data;
   pk.wp = wp;
@@ -511,6 +513,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   alignas(64) CUtensorMap map;
   int cl_chunks = 0;
   bool xp = false;  // the input transposed in the kernel
+  bool fused = false;  // the input copied by the kernel's copier warps
   if (plan.wg_raw) {
     // The kernel reads x itself where a tensor map can (wgmma_input_in_place); else x is
     // first copied into the workspace as a contiguous tensor with W padded to 16 bytes.
@@ -569,7 +572,14 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     tp.nonfinite = counter + 1;
     tp.small_off = int64_t(tp.batch) * tp.groups * tp.cblocks * (tp.bk / wg::Kc<T>::value) *
                    tp.in[0] * tp.in[1] * tp.wout;
-    if (tp.x_str[4] == 1) {
+    // The copy made by the forward kernel's copier warps while its tiles run
+    // (Params::fused), where the plan asks for it and x's layout allows.
+    fused = !kSplit && wgmma_input_copied_in_kernel(plan, p, x);
+    if (fused) {
+      check_cuda(cudaMemsetAsync(ws + plan.wg_chunk_done_offset, 0, plan.wg_chunk_done_bytes,
+                                 opt.stream),
+                 "cudaMemsetAsync");
+    } else if (tp.x_str[4] == 1) {
       // Rows of the input contiguous: the tiled copy, with 16-byte loads where every row
       // starts 16-byte aligned and holds whole 16-byte chunks.
       constexpr int kc = wg::Kc<T>::value;
@@ -589,7 +599,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
       const int64_t tblocks = std::min<int64_t>((vecs + 255) / 256, int64_t(1) << 20);
       wg::transpose_input_kernel<T><<<static_cast<unsigned>(tblocks), 256, 0, opt.stream>>>(tp);
     }
-    check_cuda(cudaGetLastError(), "transpose_input_kernel launch");
+    if (!fused) check_cuda(cudaGetLastError(), "transpose_input_kernel launch");
     encode(&map, xt, nullptr);
   }
 
@@ -600,6 +610,23 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.y = y.data;
   for (int d = 0; d < 5; ++d) fp.y_str[d] = y.strides[d];
   fp.counter = counter;
+  if (fused) {
+    fp.fused = 1;
+    fp.x = x.data;
+    for (int d = 0; d < 5; ++d) fp.x_str[d] = x.strides[d];
+    fp.xt = xt;
+    fp.copy_counter = counter + 2;
+    fp.chunk_done = reinterpret_cast<int*>(ws + plan.wg_chunk_done_offset);
+    fp.copy_chunk = plan.wg_copy_chunk;
+    const int64_t plane = p.input_size[0] * p.input_size[1] * p.input_size[2];
+    fp.copy_chunks = int((plane + plan.wg_copy_chunk - 1) / plan.wg_copy_chunk);
+    // (16-bit types: two positions per 4-byte load where every such pair is aligned.)
+    fp.copy_pairs = sizeof(T) == 2 && plane % 2 == 0 && x.strides[0] % 2 == 0 &&
+                            x.strides[1] % 2 == 0 && reinterpret_cast<uintptr_t>(x.data) % 4 == 0
+                        ? 1
+                        : 0;
+  }
+  for (int d = 0; d < 3; ++d) fp.in[d] = int(p.input_size[d]);
   fp.batch = int(p.batch);
   fp.groups = int(p.groups);
   fp.cig = int(cig);

@@ -1214,6 +1214,27 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaFewerStages,
                                           quick_mode() ? 3 : 1),
                          indexed_case_name);
 
+// The input copy: by default the forward kernel's copier warps make it while the tiles run,
+// for rows of 32 columns or more; CONVT_WG_FUSED_COPY=1 takes them for every row width (most
+// of these cases' rows are narrower), =0 runs the copy kernel before the forward.
+class CudaWgmmaFusedCopy : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaFusedCopy, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const Case& c = wgmma_case_list()[static_cast<size_t>(GetParam())];
+  for (const char* v : {"1", "0"}) {
+    SCOPED_TRACE(std::string("CONVT_WG_FUSED_COPY=") + v);
+    const ScopedEnv env("CONVT_WG_FUSED_COPY", v);
+    check_wgmma_case(c, 6421u * uint64_t(GetParam()) + 3, expect_wgmma_kernel);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaFusedCopy,
+                         ::testing::Range(0, static_cast<int>(wgmma_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         indexed_case_name);
+
 // The wgmma kernel's other tiles, asked for with CONVT_WG_NC on every other case: 64
 // channels x N positions where the planner would take a position-major tile (groups of at
 // most 32 output channels), and position-major tiles of 8 channels (several channel tiles

@@ -739,6 +739,55 @@ TEST(CudaPlanner, ZerosAlongWRunTheStridedProblemAsUnstrided) {
   EXPECT_GT(plans, 100);
 }
 
+// The copy made by the kernel's copier warps (ImplicitGemmFpropPlan::wg_copy_fused): only on
+// channel-major tiles that read the copy (not transposed in the kernel, not read in place,
+// not split TF32, no folded, scattered, merged or paired W taps, no zeros inserted along W,
+// which the copy kernel writes), with room for a count per
+// chunk of positions; by default float32 as TF32 with at least 512 multiply-adds per input
+// element and rows of 32 columns or more. CONVT_WG_FUSED_COPY=0 turns it off,
+// =1 takes it wherever it can run.
+TEST(CudaPlanner, CopierWarpsCopyWhereTheTilesOutlastTheCopy) {
+  int fused = 0, forced = 0;
+  auto can = [](const Plan& plan) {
+    return plan.wg && !plan.wg_xp && !plan.wg_raw && !plan.split && plan.wg_nc == 0 &&
+           plan.wg_fold == 1 && !plan.wg_scatter && !plan.wg_wmerge && !plan.wg_wpairs &&
+           plan.wg_wup == 1;
+  };
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg) return;
+    if (!plan.wg_copy_fused) return;
+    ++fused;
+    EXPECT_TRUE(can(plan));
+    EXPECT_EQ(p.dtype, DType::kFloat32);
+    EXPECT_GE(p.out_channels_per_group() * p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2],
+              512);
+    EXPECT_GE(p.input_size[2], 32);
+    // (A count per chunk of wg_copy_chunk positions of each sample and group, in the
+    // workspace after the tile counter.)
+    const int64_t plane = p.input_size[0] * p.input_size[1] * p.input_size[2];
+    EXPECT_GT(plan.wg_copy_chunk, 0);
+    EXPECT_GE(int64_t(plan.wg_chunk_done_bytes),
+              4 * p.batch * p.groups * ((plane + plan.wg_copy_chunk - 1) / plan.wg_copy_chunk));
+    EXPECT_GE(plan.wg_chunk_done_offset, plan.wg_counter_offset + 16);
+    EXPECT_GE(plan.workspace_bytes, plan.wg_chunk_done_offset + plan.wg_chunk_done_bytes);
+  });
+  setenv("CONVT_WG_FUSED_COPY", "1", 1);
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem&, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg) return;
+    EXPECT_EQ(plan.wg_copy_fused, can(plan));
+    forced += plan.wg_copy_fused ? 1 : 0;
+  });
+  setenv("CONVT_WG_FUSED_COPY", "0", 1);
+  for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem&, MathMode, const Plan& plan) {
+    EXPECT_FALSE(plan.wg_copy_fused);
+  });
+  unsetenv("CONVT_WG_FUSED_COPY");
+  EXPECT_GT(fused, 10);
+  EXPECT_GT(forced, fused);
+}
+
 // The input read in place (CONVT_WG_RAW=1 asks for it wherever it can run: float32 as TF32,
 // without zeros along W): position-major tiles of the group's channels rounded up to 8, 16,
 // 24, 32, 48 or 64 (64 for wider groups), 256 positions up to 32 channels and 128 above;

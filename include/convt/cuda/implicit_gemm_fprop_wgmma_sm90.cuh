@@ -30,7 +30,12 @@
 //     box row at a time.) A channels_last 16-bit input of a 1-D or 2-D problem already
 //     has this layout where its groups are whole K steps: the tensor map then covers x
 //     itself, dims (bk, W, H, channel blocks of a sample, N) (Params::cl_chunks), and
-//     there is no copy.
+//     there is no copy. Where the plan says so (float as TF32 on channel-major tiles with
+//     many multiply-adds per input element; ImplicitGemmFpropPlan::wg_copy_fused), no copy
+//     kernel runs: the forward kernel's copier warps (warp 5 of each block) make the same
+//     copy while the tiles run, chunk by chunk in the order the tiles take the input, each
+//     chunk's count going up once it is written (Params::fused, chunk_done), and a tile's
+//     producer waits for the chunks that hold the rows its outputs read before loading them.
 //  2. Positions are flattened over the box: position n of a tile is box row n / wbox,
 //     column n % wbox. Tap (jh, jw) of the phase then reads rows n + shift with shift =
 //     (jh' * doff_h) * wbox + jw' * doff_w (jh', jw' counted from the last tap), so every
@@ -99,12 +104,13 @@
 // tile, phase, D tap, channel block), the (H tap, W tap) tiles of a K step adjacent, each
 // 64 x bk in the K-major core-matrix layout: one bulk copy per K step.
 //
-// Roles (160 threads, 192 with kXp): warps 0-3 are the consumer warpgroup, warp 4's first
-// lane the producer, warp 5 (kXp) the transposer. The grid is persistent (as many blocks as are resident, two per
-// multiprocessor); the producer takes tiles from a global counter (one atomic per tile,
-// which balances phases of unequal work), decodes them, and fills a ring of stages, each
-// a header (what the consumers need to know), the box of a K step (D tap, block of H
-// taps, block of bk channels) and its weight tiles, completing on the stage's "full"
+// Roles (160 threads, 192 with kXp or a copier): warps 0-3 are the consumer warpgroup, warp
+// 4's first lane the producer, warp 5 the transposer (kXp) or the copier (has_copier). The
+// grid is persistent (as many blocks as are resident, two per multiprocessor); the producer
+// takes tiles from a global counter (one atomic per tile, which balances phases of unequal
+// work), decodes them, and fills a ring of stages, each a header (what the consumers need
+// to know), the box of a K step (D tap, block of H taps, block of bk channels) and its
+// weight tiles, completing on the stage's "full"
 // mbarrier. It runs ahead into the next tile while the consumers finish one. The
 // consumers issue, per K step, one m64 x N wgmma per (H tap, W tap, 32 bytes of
 // channels), keep one K step in flight and release the previous stage ("empty",
@@ -158,7 +164,18 @@ constexpr int kXpCols = 32;  // columns of a piece: lines of 64 (16-bit) or 128 
 constexpr int kXpMinPieces = 4;
 constexpr int kXpMaxPieces = 16;
 constexpr int kXpMetaBytes = 1024;
-__host__ __device__ constexpr int block_threads(bool xp) { return xp ? 192 : 160; }
+// The channel-major kernels that read the copy of the input (not split TF32, no W taps
+// folded, no W phase pairs) have a copier warp, warp 5, that makes the copy while the tiles
+// run where the plan asks for it (Params::fused). (Not the position-major ones: their small
+// tiles run three blocks per multiprocessor where the registers allow, which a sixth warp
+// would not.)
+__host__ __device__ constexpr bool has_copier(bool xp, bool raw, bool split, int nc, int fold,
+                                              int wph) {
+  return !xp && !raw && !split && nc == 0 && fold == 1 && wph == 1;
+}
+__host__ __device__ constexpr int block_threads(bool xp, bool copier = false) {
+  return xp || copier ? 192 : 160;
+}
 // Rows of a 4 KB piece, for K steps of bk channels of `elem` bytes (bk * elem: 16 to 128).
 __host__ __device__ constexpr int xp_piece_rows(int bk, int elem) {
   return 4096 / (kXpCols * bk * elem);
@@ -300,6 +317,22 @@ struct Params {
   // same ones: the next tile's same step, where the tile's K steps divide the stages and
   // both tiles have one group, channel tile and phase) does not copy them again.
   int w_reuse;
+  // The input copied by the copier warps while the tiles run (has_copier kernels; no copy
+  // kernel ran): fused 1, the input x (N, C, D, H, W, each sample's D x H x W positions
+  // contiguous; in[] its D, H, W), the copy xt, copy_counter (zero at launch) handing out
+  // units of copy_chunk consecutive positions of one (sample, group) and one channel block
+  // (copy_chunks chunks per (sample, group)), chunk_done[(n G + g) copy_chunks + chunk] (zero
+  // at launch) counting a chunk's channel blocks copied; the producer waits for the chunks
+  // that hold the rows a tile reads. copy_pairs (16-bit types): two positions per 4-byte load
+  // (x's channel and sample strides even, x 4-byte aligned).
+  int fused;
+  int in[3];
+  const void* x;
+  int64_t x_str[5];
+  void* xt;
+  int* copy_counter;
+  int* chunk_done;
+  int copy_chunk, copy_chunks, copy_pairs;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -1151,6 +1184,89 @@ __device__ __forceinline__ void mbar_arrive_count(uint32_t bar, uint32_t count) 
                : "memory");
 }
 
+// The copier warp's unit: npos consecutive positions of one channel block (BK channels,
+// cvalid of them real, the rest zeros) from src (channel c of position i at src[c * cstride
+// + i]) into xt's rows at dst (position i's BK channels at dst[i * BK / kc ..], float
+// rounded to TF32). Lane l takes positions l, l + 32, ... (pairs 2 l, 2 l + 1 with 4-byte
+// loads where `pairs`, 16-bit types), kGroups of 32 at once: every channel's loads along the
+// positions are coalesced, issued before any store, and each position's row goes out as
+// BK / kc 16-byte stores (consecutive lanes, consecutive rows).
+template <typename T, int BK>
+__device__ __forceinline__ void copy_unit(const T* src, int64_t cstride, uint4* dst, int npos,
+                                          int cvalid, int pairs, int lane) {
+  constexpr int kc = Kc<T>::value;
+  constexpr int kSubs = BK / kc;
+  // 32 loaded values a lane at a time: kGroups of 32 lanes' positions (kPer a lane: 16-bit
+  // pairs) x kSlice channels, the K step's channels in BK / kSlice slices.
+  constexpr int kPer = sizeof(T) == 2 && BK <= 32 ? 2 : 1;
+  constexpr int kSlice = BK * kPer <= 32 ? BK : 32 / kPer;
+  constexpr int kGroups = 32 / (kPer * kSlice);
+  const bool two = kPer == 2 && pairs != 0;
+  const int step = two ? 64 : 32;
+  for (int p0 = 0; p0 < npos; p0 += step * kGroups) {
+#pragma unroll
+    for (int c0 = 0; c0 < BK; c0 += kSlice) {
+      float v[kGroups][kPer][kSlice];
+#pragma unroll
+      for (int b = 0; b < kGroups; ++b) {
+        const int i = p0 + step * b + (two ? 2 * lane : lane);
+#pragma unroll
+        for (int cc = 0; cc < kSlice; ++cc) {
+          const int c = c0 + cc;
+          if constexpr (kPer == 2) {
+            if (two) {
+              union {
+                uint32_t u;
+                T e[2];
+              } pr;
+              pr.u = c < cvalid && i < npos
+                         ? *reinterpret_cast<const uint32_t*>(src + c * cstride + i)
+                         : 0u;
+              v[b][0][cc] = Elem<T>::to_float(pr.e[0]);
+              v[b][kPer - 1][cc] = Elem<T>::to_float(pr.e[1]);
+              continue;
+            }
+          }
+          v[b][0][cc] = c < cvalid && i < npos ? Elem<T>::to_float(src[c * cstride + i]) : 0.f;
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kGroups; ++b) {
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) {
+          if (e == 1 && !two) break;
+          const int i = p0 + step * b + (two ? 2 * lane + e : lane);
+          if (i < npos) {
+#pragma unroll
+            for (int sb = 0; sb < kSlice / kc; ++sb) {
+              union {
+                uint4 u;
+                uint32_t f[4];
+                T h[kc];
+              } out;
+#pragma unroll
+              for (int jj = 0; jj < kc; ++jj) {
+                if constexpr (sizeof(T) == 4)
+                  out.f[jj] = to_tf32(v[b][e][sb * kc + jj]);
+                else
+                  out.h[jj] = Elem<T>::from_float(v[b][e][sb * kc + jj]);
+              }
+              dst[int64_t(i) * kSubs + c0 / kc + sb] = out.u;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// A load with acquire semantics at GPU scope (another block's release of what it guards).
+__device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
+}
+
 // Orders this thread's shared-memory writes before later reads by the async proxy (wgmma).
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -1302,7 +1418,9 @@ __device__ __forceinline__ void xp_transpose_piece_f32(uint32_t piece, uint32_t 
 // top of this file); map is then the raw tensor map over x, and warp 5 transposes.
 template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1,
           int WPH = 1, bool kXp = false>
-__global__ void __launch_bounds__(block_threads(kXp), 2)
+__global__ void __launch_bounds__(block_threads(kXp,
+                                                has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH)),
+                                  2)
     fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
   static_assert(!kXp || (!kSplit && !kRaw),
                 "the input transposed in the kernel: 16-bit types or TF32");
@@ -1323,6 +1441,7 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
   constexpr int kNA = kPos ? NC * FOLD : N;  // wgmma N
   constexpr int kCw = kPos ? NC * FOLD : kM;  // weight tile rows (output channels x folded taps)
   constexpr bool kFold = FOLD > 1;
+  constexpr bool kCopier = has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH);
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Stages (1024-byte aligned: the swizzle patterns), then the headers, the epilogue's
   // staging, the tile info and the barriers.
@@ -1409,6 +1528,49 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
     return;
   }
 
+  if (kCopier && warp == 5) {
+    // ---------------------------------------------------------------- copier
+    // Units of copy_chunk positions of one (sample, group) and one channel block, in the
+    // order the tiles run (groups, samples, then positions; the channel blocks of a chunk
+    // one after the other), each copied by copy_unit. Then the chunk's count in chunk_done
+    // goes up (after a fence: the producers' tensor loads read what it wrote).
+    if constexpr (kCopier) {
+      if (!p.fused) return;
+      const T* x = static_cast<const T*>(p.x);
+      uint4* xt = static_cast<uint4*>(p.xt);
+      const int64_t plane = int64_t(p.in[0]) * p.in[1] * p.in[2];  // positions of a sample
+      const int64_t units = int64_t(p.batch) * p.groups * p.copy_chunks * p.cblocks;
+      for (;;) {
+        int u0 = 0;
+        if (lane == 0) u0 = atomicAdd(p.copy_counter, 1);
+        const int64_t u = __shfl_sync(0xffffffffu, u0, 0);
+        if (u >= units) break;
+        const int cb = int(u % p.cblocks);
+        const int64_t chunk = u / p.cblocks;  // (n G + g) copy_chunks + the chunk
+        const int64_t ng = chunk / p.copy_chunks;
+        const int64_t pos0 = (chunk - ng * p.copy_chunks) * p.copy_chunk;
+        const int npos = int(min(int64_t(p.copy_chunk), plane - pos0));
+        const int64_t n = ng / p.groups;
+        const int g = int(ng - n * p.groups);
+        const int cvalid = min(p.bk, p.cig - cb * p.bk);
+        const T* src = x + n * p.x_str[0] + int64_t(g * p.cig + cb * p.bk) * p.x_str[1] + pos0;
+        uint4* dst = xt + ((ng * p.cblocks + cb) * plane + pos0) * (p.bk / Kc<T>::value);
+        constexpr int kc = Kc<T>::value;
+        if (p.bk == 2 * kc) {
+          copy_unit<T, 2 * kc>(src, p.x_str[1], dst, npos, cvalid, p.copy_pairs, lane);
+        } else if (p.bk == 4 * kc) {
+          copy_unit<T, 4 * kc>(src, p.x_str[1], dst, npos, cvalid, p.copy_pairs, lane);
+        } else {
+          copy_unit<T, 8 * kc>(src, p.x_str[1], dst, npos, cvalid, p.copy_pairs, lane);
+        }
+        __threadfence();
+        __syncwarp();
+        if (lane == 0) atomicAdd(p.chunk_done + chunk, 1);
+      }
+    }
+    return;
+  }
+
   if (warp == 4) {
     // ---------------------------------------------------------------- producer
     if (lane != 0) return;
@@ -1423,6 +1585,9 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
     int xs = 0;  // kXp: the next raw slot and its parity
     uint32_t xpar = 0;
     PhaseTaps td{}, th{}, tw{};
+    // (Params::fused: the chunks of positions last found copied, as ranges of (n G + g) and
+    // of chunks.)
+    int64_t ok_ng0 = -1, ok_ng1 = -2, ok_c0 = 0, ok_c1 = -1;
     for (;;) {
       const int t = next;
       if (t >= p.tiles) break;
@@ -1472,6 +1637,41 @@ __global__ void __launch_bounds__(block_threads(kXp), 2)
             ((int64_t(g) * p.co_tiles + cot) * (p.phases * nw) + phf) * p.tmax[0] * p.cblocks;
         const int ngc0 = (n * p.groups + g) * p.cblocks;
         int jd = 0, hbi = 0, cb = 0;
+        if (kCopier && p.fused && mma) {
+          // The input rows the tile's outputs read (samples n .. n_last, D positions d0 ..
+          // d1, rows h0 .. h1 of group g), as the chunks of positions that hold them, unless
+          // the last ones found copied hold them: wait until every channel block of each is.
+          const int planes =
+              p.stack > 1 ? (p.stack_n ? min(p.stack, p.batch - n)
+                                       : min(p.stack, phase_extent(p.out[0], p.stride[0], rd) - qd))
+                          : 1;
+          const int n_last = n + (p.stack_n ? planes - 1 : 0);
+          const int d0 = max(qd + td.off0 - (td.count - 1) * td.doff, 0);
+          const int d1 = min(qd + (p.stack_n ? 0 : planes - 1) + td.off0, p.in[0] - 1);
+          const int h0 = max(qh0 + th.off0 - (th.count - 1) * th.doff, 0);
+          const int h1 = min(qh0 + rows - 1 + th.off0, p.in[1] - 1);
+          if (d0 <= d1 && h0 <= h1) {
+            const int64_t c0 = (int64_t(d0) * p.in[1] + h0) * p.in[2] / p.copy_chunk;
+            const int64_t c1 =
+                ((int64_t(d1) * p.in[1] + h1) * p.in[2] + p.in[2] - 1) / p.copy_chunk;
+            const int64_t ng0 = int64_t(n) * p.groups + g, ng1 = int64_t(n_last) * p.groups + g;
+            if (!(ng0 >= ok_ng0 && ng1 <= ok_ng1 && (ng0 - ok_ng0) % p.groups == 0 &&
+                  c0 >= ok_c0 && c1 <= ok_c1)) {
+              for (int64_t ng = ng0; ng <= ng1; ng += p.groups)
+                for (int64_t c = c0; c <= c1; ++c) {
+                  const int* cnt = p.chunk_done + ng * p.copy_chunks + c;
+                  while (ld_acquire_gpu(cnt) < p.cblocks) {
+                  }
+                }
+              // (The copy, written through the generic proxy, is read by tensor loads.)
+              asm volatile("fence.proxy.async.global;\n" ::: "memory");
+              ok_ng0 = ng0;
+              ok_ng1 = ng1;
+              ok_c0 = c0;
+              ok_c1 = c1;
+            }
+          }
+        }
         for (int s = 0; s < steps; ++s) {
           mbar_wait(empty0 + 8 * stage, parity ^ 1);
           unsigned char* st = stages + size_t(stage) * p.stage_bytes;
