@@ -1183,5 +1183,30 @@ TEST(CudaPlanner, ChannelsLastInputsReadInPlaceWhereTheLayoutIsTheCopys) {
   EXPECT_GE(declined, 10) << declined;
 }
 
+// The copier warps make the copy (wgmma_input_copied_in_kernel) only on plans that take them
+// and inputs whose samples' D x H x W positions are contiguous (chunks of them are runs of
+// x): contiguous NC... inputs, not channels_last ones (but with one channel), not rows padded
+// apart.
+TEST(CudaPlanner, CopierWarpsReadOnlyContiguousSamplePlanes) {
+  int copied = 0;
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p0, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg) return;
+    const Problem p = convt::cuda::wgmma_problem(plan, p0);
+    const int64_t n = p.batch, c = p.in_channels, d = p.input_size[0], h = p.input_size[1],
+                  w = p.input_size[2];
+    const convt::TensorRef nc = fake_input(p, false), cl = fake_input(p, true);
+    const convt::TensorRef padded(nc.data, p.dtype, convt::Device::cuda(0), {n, c, d, h, w},
+                                  {c * d * h * (w + 4), d * h * (w + 4), h * (w + 4), w + 4, 1});
+    const bool fused = plan.wg_copy_fused && plan.wg_wup == 1;
+    EXPECT_EQ(convt::cuda::wgmma_input_copied_in_kernel(plan, p, nc), fused);
+    EXPECT_EQ(convt::cuda::wgmma_input_copied_in_kernel(plan, p, cl), fused && c == 1);
+    EXPECT_EQ(convt::cuda::wgmma_input_copied_in_kernel(plan, p, padded),
+              fused && h == 1 && d == 1);
+    copied += fused ? 1 : 0;
+  });
+  EXPECT_GT(copied, 10);
+}
+
 }  // namespace
 
