@@ -833,11 +833,13 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   // the copy kernel before them: channel-major tiles reading the copy (not transposed in the
   // kernel, no W taps folded, no W phase pairs), float as TF32, rows of 32 columns or more
   // (a warp's loads), and at least 512 multiply-adds per input element, so that the copy
-  // keeps ahead of the tiles that wait for it. Measured on an H100 against the copy kernel
-  // (docs/kernels.md): kb57 0.82x, kb65 0.85x, kb69 0.91x, kb61 0.93x of the time, kb68 and
-  // kb77 unchanged; slower at 384 per element (kb64 1.1x: the copier warps fall behind),
-  // and 1.3x-4x slower in 16-bit types (twice the MMAs per second against a copy of as many
-  // loads). CONVT_WG_FUSED_COPY=0 runs the copy kernel everywhere, =1 takes the copier warps
+  // keeps ahead of the tiles that wait for it; inputs of 64 MB or more (where it was
+  // measured: small layers' first tiles would wait for the first chunks with little to
+  // overlap, not measured yet). Measured on an H100 against the copy kernel
+  // (docs/kernels.md): kb57 0.82x, kb65 0.85x, kb69 0.91x, kb61 0.93x of the time, kb68
+  // 0.96x; slower at 384 per element (kb64 1.1x: the copier warps fall behind), and 1.3x-4x
+  // slower in 16-bit types (twice the MMAs per second against a copy of as many loads).
+  // CONVT_WG_FUSED_COPY=0 runs the copy kernel everywhere, =1 takes the copier warps
   // wherever they can run.
   {
     const char* fc = std::getenv("CONVT_WG_FUSED_COPY");
@@ -846,9 +848,10 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
         double(cog) * double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]);
     const bool can = plan.wg_chunk_done_bytes > 0 && !plan.wg_xp && nc == 0 && fold == 1 &&
                      !wpairs && !wmerge && !scatter;
+    const double input_bytes = double(p.batch) * double(p.in_channels) * double(plane) * e;
     plan.wg_copy_fused =
-        can && (fc_env == 1 ||
-                (fc_env != 0 && e == 4 && macs >= 512 && p.input_size[2] >= 32));
+        can && (fc_env == 1 || (fc_env != 0 && e == 4 && macs >= 512 &&
+                                p.input_size[2] >= 32 && input_bytes >= 64.0 * (1 << 20)));
   }
   plan.wg = true;
   plan.workspace_bytes = std::max(plan.workspace_bytes,

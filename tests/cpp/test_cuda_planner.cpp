@@ -744,7 +744,7 @@ TEST(CudaPlanner, ZerosAlongWRunTheStridedProblemAsUnstrided) {
 // not split TF32, no folded, scattered, merged or paired W taps, no zeros inserted along W,
 // which the copy kernel writes), with room for a count per
 // chunk of positions; by default float32 as TF32 with at least 512 multiply-adds per input
-// element and rows of 32 columns or more. CONVT_WG_FUSED_COPY=0 turns it off,
+// element, rows of 32 columns or more and inputs of 64 MB or more. CONVT_WG_FUSED_COPY=0 turns it off,
 // =1 takes it wherever it can run.
 TEST(CudaPlanner, CopierWarpsCopyWhereTheTilesOutlastTheCopy) {
   int fused = 0, forced = 0;
@@ -763,6 +763,8 @@ TEST(CudaPlanner, CopierWarpsCopyWhereTheTilesOutlastTheCopy) {
     EXPECT_GE(p.out_channels_per_group() * p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2],
               512);
     EXPECT_GE(p.input_size[2], 32);
+    EXPECT_GE(p.batch * p.in_channels * p.input_size[0] * p.input_size[1] * p.input_size[2] * 4,
+              int64_t(64) << 20);
     // (A count per chunk of wg_copy_chunk positions of each sample and group, in the
     // workspace after the tile counter.)
     const int64_t plane = p.input_size[0] * p.input_size[1] * p.input_size[2];

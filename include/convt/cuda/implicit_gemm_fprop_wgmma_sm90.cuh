@@ -31,11 +31,12 @@
 //     has this layout where its groups are whole K steps: the tensor map then covers x
 //     itself, dims (bk, W, H, channel blocks of a sample, N) (Params::cl_chunks), and
 //     there is no copy. Where the plan says so (float as TF32 on channel-major tiles with
-//     many multiply-adds per input element; ImplicitGemmFpropPlan::wg_copy_fused), no copy
-//     kernel runs: the forward kernel's copier warps (warp 5 of each block) make the same
-//     copy while the tiles run, chunk by chunk in the order the tiles take the input, each
-//     chunk's count going up once it is written (Params::fused, chunk_done), and a tile's
-//     producer waits for the chunks that hold the rows its outputs read before loading them.
+//     many multiply-adds per input element, large inputs; ImplicitGemmFpropPlan::
+//     wg_copy_fused), no copy kernel runs: the forward kernel's copier warps (warp 5 of
+//     each block) make the same copy while the tiles run, chunk by chunk in the order the
+//     tiles take the input, each chunk's count going up once it is written (Params::fused,
+//     chunk_done), and a tile's producer waits for the chunks that hold the rows its
+//     outputs read before loading them.
 //  2. Positions are flattened over the box: position n of a tile is box row n / wbox,
 //     column n % wbox. Tap (jh, jw) of the phase then reads rows n + shift with shift =
 //     (jh' * doff_h) * wbox + jw' * doff_w (jh', jw' counted from the last tap), so every
