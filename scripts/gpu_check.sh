@@ -8,6 +8,7 @@
 #   bash scripts/gpu_check.sh build install bench-fwd ncu   # a forward-performance iteration
 #   bash scripts/gpu_check.sh build fastpath sanitize-fastpath   # the forward kernels' tests
 #   bash scripts/gpu_check.sh install ncu-suite   # Nsight Compute metrics of every suite case
+#     (NCU_SUITE=models for another suite, NCU_CASES / NCU_DTYPES / NCU_MATH to narrow it)
 #   NCU_CASE="kb57 --dtype bf16 --kernel implicit_gemm_wgmma" bash scripts/gpu_check.sh \
 #     build install ncu-src   # stall reasons and per-instruction samples of one kernel
 #   bash scripts/gpu_check.sh install bench-strict   # strict float32 forward, 10 runs a side
@@ -173,7 +174,7 @@ fi
 if has ncu-suite; then
   # Nsight Compute over every case of the suite (one forward each), summarised per case.
   NCU_METRICS=gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_op_write.sum,dram__bytes_write.sum,dram__bytes_read.sum
-  SUITE_ARGS="--dtype ${NCU_DTYPES:-fp32,bf16} --math ${NCU_MATH:-default} ${NCU_CASES:+--cases $NCU_CASES}"
+  SUITE_ARGS="--dtype ${NCU_DTYPES:-fp32,bf16} --math ${NCU_MATH:-default} ${NCU_CASES:+--cases $NCU_CASES} ${NCU_SUITE:+--suite $NCU_SUITE}"
   step ncu-suite ncu --csv --page raw --clock-control none --kernel-name-base demangled \
     --kernel-name regex:convt:: --metrics "$NCU_METRICS" --log-file "$OUT/ncu-suite.csv" \
     python3 scripts/profile_suite.py $SUITE_ARGS

@@ -90,7 +90,7 @@ def table(args):
         # (The direct kernel right after a wgmma forward is that forward's: split TF32 and
         # zeros inserted along W launch it to recompute non-finite inputs, and its blocks
         # exit at once elsewhere.)
-        trailing = kern == "forward_kernel" and prev.startswith("fprop_wgmma")
+        trailing = kern.startswith("forward_") and prev.startswith("fprop_wgmma")
         if done and not trailing:
             label = next(it, ("?", "?"))
             done = False

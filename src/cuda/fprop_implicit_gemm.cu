@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <cstdlib>
 #include <string>
@@ -831,16 +832,18 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
                 256));
   // The copy made by the copier warps while the tiles run (wg::Params::fused), in place of
   // the copy kernel before them: channel-major tiles reading the copy (not transposed in the
-  // kernel, no W taps folded, no W phase pairs), float as TF32, rows of 32 columns or more
-  // (a warp's loads), and at least 512 multiply-adds per input element, so that the copy
-  // keeps ahead of the tiles that wait for it; inputs of 64 MB or more (where it was
-  // measured: small layers' first tiles would wait for the first chunks with little to
-  // overlap, not measured yet). Measured on an H100 against the copy kernel
-  // (docs/kernels.md): kb57 0.82x, kb65 0.85x, kb69 0.91x, kb61 0.93x of the time, kb68
-  // 0.96x; slower at 384 per element (kb64 1.1x: the copier warps fall behind), and 1.3x-4x
-  // slower in 16-bit types (twice the MMAs per second against a copy of as many loads).
+  // kernel, no W taps folded, no W phase pairs), rows of 32 columns or more (a warp's
+  // loads), and at least 512 multiply-adds per input element in float as TF32, 1024 in
+  // 16-bit types (twice the MMAs per second), so that the copy keeps ahead of the tiles that
+  // wait for it; inputs of 64 MB or more (where it was measured: small layers' first tiles
+  // would wait for the first chunks with little to overlap, not measured yet). Measured on
+  // an H100 against the copy kernel (docs/kernels.md): kb57 0.82x, kb65 0.85x, kb69 0.91x,
+  // kb61 0.93x of the time, kb68 0.96x in float32; slower at 384 per element (kb64 1.1x:
+  // the copier warps fall behind). In 16-bit types only with 16-byte loads of 8 positions
+  // (wg_copy_vec; 4-byte loads of pairs were 1.3x-4x slower than the copy kernel): on an
+  // H200, bf16 kb61 0.86x, kb65 0.87x, kb69 0.95x, kb68 0.98x of the time.
   // CONVT_WG_FUSED_COPY=0 runs the copy kernel everywhere, =1 takes the copier warps
-  // wherever they can run.
+  // wherever they can run, with any load width.
   {
     const char* fc = std::getenv("CONVT_WG_FUSED_COPY");
     const int fc_env = fc != nullptr && (fc[0] == '0' || fc[0] == '1') ? fc[0] - '0' : -1;
@@ -850,8 +853,9 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
                      !wpairs && !wmerge && !scatter;
     const double input_bytes = double(p.batch) * double(p.in_channels) * double(plane) * e;
     plan.wg_copy_fused =
-        can && (fc_env == 1 || (fc_env != 0 && e == 4 && macs >= 512 &&
+        can && (fc_env == 1 || (fc_env != 0 && macs >= (e == 4 ? 512 : 1024) &&
                                 p.input_size[2] >= 32 && input_bytes >= 64.0 * (1 << 20)));
+    plan.wg_copy_vec = plan.wg_copy_fused && e == 2 && fc_env != 1;
   }
   plan.wg = true;
   plan.workspace_bytes = std::max(plan.workspace_bytes,
@@ -1387,7 +1391,21 @@ bool wgmma_input_copied_in_kernel(const ImplicitGemmFpropPlan& plan, const Probl
     return false;
   const int64_t iw = p.input_size[2], ih = p.input_size[1], id = p.input_size[0];
   return x.strides[4] == 1 && (ih == 1 || x.strides[3] == iw) &&
-         (id == 1 || x.strides[2] == ih * iw);
+         (id == 1 || x.strides[2] == ih * iw) &&
+         (!plan.wg_copy_vec || wgmma_copier_positions_per_load(plan, p, x) == 8);
+}
+
+int wgmma_copier_positions_per_load(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                                    const TensorRef& x) {
+  const int64_t e = dtype_size(p.dtype);
+  if (e != 2) return 1;
+  const int64_t plane = p.input_size[0] * p.input_size[1] * p.input_size[2];
+  const auto aligned = [&](int64_t k) {
+    return plane % k == 0 && x.strides[0] % k == 0 && x.strides[1] % k == 0 &&
+           plan.wg_copy_chunk % k == 0 &&
+           reinterpret_cast<std::uintptr_t>(x.data) % std::uintptr_t(k * e) == 0;
+  };
+  return aligned(8) ? 8 : aligned(2) ? 2 : 1;
 }
 
 // A tensor map over x itself (readable as wgmma_input_in_place says), dims (W, channels of

@@ -60,8 +60,10 @@ struct ImplicitGemmFpropPlan {
   std::size_t wg_chunk_done_offset = 0, wg_chunk_done_bytes = 0;
   int wg_copy_chunk = 0;
   // Whether the copier warps make the copy (channel-major tiles reading the copy, see
-  // plan_wgmma_tile for the rule), where the input's layout lets them.
-  bool wg_copy_fused = false;
+  // plan_wgmma_tile for the rule), where the input's layout lets them; wg_copy_vec: only
+  // where they load 8 positions at once (16-bit types by the rule, see
+  // wgmma_copier_positions_per_load).
+  bool wg_copy_fused = false, wg_copy_vec = false;
   // Zeros inserted along W (wg_wup = the W stride, else 1): the input copy holds input
   // column w at column w * wg_wup and zeros between, and the kernel runs the problem with
   // W stride 1 on it (wgmma_problem), every output row one phase stored whole. It
@@ -183,6 +185,13 @@ bool wgmma_input_transposed_in_kernel(const ImplicitGemmFpropPlan& plan, const P
 // is NC... with each sample's D x H x W positions contiguous. Else a copy kernel runs first.
 bool wgmma_input_copied_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                   const TensorRef& x);
+
+// The copier warps' positions per load of a channel of x (16-bit types): 8 where every run
+// of 8 they load is one aligned 16-byte load (the plane, x's sample and channel strides and
+// the plan's chunks multiples of 8, x 16-byte aligned), 2 where every pair is an aligned
+// 4-byte load, else 1 (and 1 for float).
+int wgmma_copier_positions_per_load(const ImplicitGemmFpropPlan& plan, const Problem& p,
+                                    const TensorRef& x);
 
 // The weight re-layout run_implicit_gemm_fprop runs for (plan, problem, input) on `device`
 // (see convt::weight_relayout): the packed weight of the kernel it picks, its bytes (with

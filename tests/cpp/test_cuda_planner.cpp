@@ -747,7 +747,7 @@ TEST(CudaPlanner, ZerosAlongWRunTheStridedProblemAsUnstrided) {
 // element, rows of 32 columns or more and inputs of 64 MB or more. CONVT_WG_FUSED_COPY=0 turns it off,
 // =1 takes it wherever it can run.
 TEST(CudaPlanner, CopierWarpsCopyWhereTheTilesOutlastTheCopy) {
-  int fused = 0, forced = 0;
+  int fused = 0, fused16 = 0, forced = 0;
   auto can = [](const Plan& plan) {
     return plan.wg && !plan.wg_xp && !plan.wg_raw && !plan.split && plan.wg_nc == 0 &&
            plan.wg_fold == 1 && !plan.wg_scatter && !plan.wg_wmerge && !plan.wg_wpairs &&
@@ -758,12 +758,16 @@ TEST(CudaPlanner, CopierWarpsCopyWhereTheTilesOutlastTheCopy) {
     if (!plan.usable || !plan.wg) return;
     if (!plan.wg_copy_fused) return;
     ++fused;
+    fused16 += p.dtype != DType::kFloat32 ? 1 : 0;
     EXPECT_TRUE(can(plan));
-    EXPECT_EQ(p.dtype, DType::kFloat32);
+    // (Twice the multiply-adds per input element in 16-bit types, and only with 16-byte
+    // loads of 8 positions.)
+    const int64_t e = convt::dtype_size(p.dtype);
     EXPECT_GE(p.out_channels_per_group() * p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2],
-              512);
+              e == 4 ? 512 : 1024);
+    EXPECT_EQ(plan.wg_copy_vec, e == 2);
     EXPECT_GE(p.input_size[2], 32);
-    EXPECT_GE(p.batch * p.in_channels * p.input_size[0] * p.input_size[1] * p.input_size[2] * 4,
+    EXPECT_GE(p.batch * p.in_channels * p.input_size[0] * p.input_size[1] * p.input_size[2] * e,
               int64_t(64) << 20);
     // (A count per chunk of wg_copy_chunk positions of each sample and group, in the
     // workspace after the tile counter.)
@@ -779,6 +783,7 @@ TEST(CudaPlanner, CopierWarpsCopyWhereTheTilesOutlastTheCopy) {
                                                              const Plan& plan) {
     if (!plan.usable || !plan.wg) return;
     EXPECT_EQ(plan.wg_copy_fused, can(plan));
+    EXPECT_FALSE(plan.wg_copy_vec);  // (asked for: any load width)
     forced += plan.wg_copy_fused ? 1 : 0;
   });
   setenv("CONVT_WG_FUSED_COPY", "0", 1);
@@ -787,6 +792,7 @@ TEST(CudaPlanner, CopierWarpsCopyWhereTheTilesOutlastTheCopy) {
   });
   unsetenv("CONVT_WG_FUSED_COPY");
   EXPECT_GT(fused, 10);
+  EXPECT_GT(fused16, 0);
   EXPECT_GT(forced, fused);
 }
 
@@ -1190,7 +1196,7 @@ TEST(CudaPlanner, ChannelsLastInputsReadInPlaceWhereTheLayoutIsTheCopys) {
 // x): contiguous NC... inputs, not channels_last ones (but with one channel), not rows padded
 // apart.
 TEST(CudaPlanner, CopierWarpsReadOnlyContiguousSamplePlanes) {
-  int copied = 0;
+  int copied = 0, copied16 = 0;
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p0, MathMode,
                                                              const Plan& plan) {
     if (!plan.usable || !plan.wg) return;
@@ -1201,13 +1207,31 @@ TEST(CudaPlanner, CopierWarpsReadOnlyContiguousSamplePlanes) {
     const convt::TensorRef padded(nc.data, p.dtype, convt::Device::cuda(0), {n, c, d, h, w},
                                   {c * d * h * (w + 4), d * h * (w + 4), h * (w + 4), w + 4, 1});
     const bool fused = plan.wg_copy_fused && plan.wg_wup == 1;
-    EXPECT_EQ(convt::cuda::wgmma_input_copied_in_kernel(plan, p, nc), fused);
-    EXPECT_EQ(convt::cuda::wgmma_input_copied_in_kernel(plan, p, cl), fused && c == 1);
+    // (16-bit types by the rule: only where every 8 positions of a channel are one aligned
+    // 16-byte load; an input one element off its alignment takes the copy kernel.)
+    const bool vec = !plan.wg_copy_vec || (d * h * w) % 8 == 0;
+    EXPECT_EQ(convt::cuda::wgmma_input_copied_in_kernel(plan, p, nc), fused && vec);
+    EXPECT_EQ(convt::cuda::wgmma_input_copied_in_kernel(plan, p, cl), fused && vec && c == 1);
     EXPECT_EQ(convt::cuda::wgmma_input_copied_in_kernel(plan, p, padded),
-              fused && h == 1 && d == 1);
+              fused && vec && h == 1 && d == 1);
+    convt::TensorRef off = nc;
+    off.data = static_cast<char*>(nc.data) + convt::dtype_size(p.dtype);
+    EXPECT_EQ(convt::cuda::wgmma_input_copied_in_kernel(plan, p, off),
+              fused && !plan.wg_copy_vec);
+    if (p.dtype != DType::kFloat32) {
+      EXPECT_EQ(convt::cuda::wgmma_copier_positions_per_load(plan, p, nc),
+                (d * h * w) % 8 == 0 && plan.wg_copy_chunk % 8 == 0 ? 8
+                : (d * h * w) % 2 == 0                               ? 2
+                                                                      : 1);
+      EXPECT_EQ(convt::cuda::wgmma_copier_positions_per_load(plan, p, off), 1);
+    } else {
+      EXPECT_EQ(convt::cuda::wgmma_copier_positions_per_load(plan, p, nc), 1);
+    }
     copied += fused ? 1 : 0;
+    copied16 += fused && plan.wg_copy_vec && vec ? 1 : 0;
   });
   EXPECT_GT(copied, 10);
+  EXPECT_GT(copied16, 0);
 }
 
 }  // namespace

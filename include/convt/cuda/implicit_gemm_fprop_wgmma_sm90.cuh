@@ -324,8 +324,9 @@ struct Params {
   // units of copy_chunk consecutive positions of one (sample, group) and one channel block
   // (copy_chunks chunks per (sample, group)), chunk_done[(n G + g) copy_chunks + chunk] (zero
   // at launch) counting a chunk's channel blocks copied; the producer waits for the chunks
-  // that hold the rows a tile reads. copy_pairs (16-bit types): two positions per 4-byte load
-  // (x's channel and sample strides even, x 4-byte aligned).
+  // that hold the rows a tile reads. copy_pairs (16-bit types): 1, two positions per 4-byte
+  // load (x's channel and sample strides and the plane even, x 4-byte aligned); 2, eight per
+  // 16-byte load (the same, multiples of 8 and 16 bytes; copy_unit_vec8).
   int fused;
   int in[3];
   const void* x;
@@ -1261,6 +1262,57 @@ __device__ __forceinline__ void copy_unit(const T* src, int64_t cstride, uint4* 
   }
 }
 
+// The copier warp's unit in 16-bit types where every 8 consecutive positions of a channel
+// are one aligned 16-byte load (Params::copy_pairs == 2): lane l takes positions 8 l ..
+// 8 l + 7 of each 256, 16 channels at a time (BK = 8: 8), all their loads issued before any
+// store, and transposes each 8 x 8 block of (channels, positions) in its registers, two
+// channels' halves of a position a byte permute: position i's 8 channels of the block are
+// one 16-byte store into its row. Four times the bytes in flight of the pairs' 4-byte loads
+// and no conversions (the values move bit for bit). npos is a multiple of 8.
+template <typename T, int BK>
+__device__ __forceinline__ void copy_unit_vec8(const T* src, int64_t cstride, uint4* dst,
+                                               int npos, int cvalid, int lane) {
+  static_assert(sizeof(T) == 2, "16-bit types");
+  constexpr int kc = Kc<T>::value;  // 8 channels a 16-byte unit of a row
+  constexpr int kSubs = BK / kc;
+  constexpr int kSl = BK < 16 ? BK : 16;
+  for (int p0 = 0; p0 < npos; p0 += 256) {
+    const int i0 = p0 + 8 * lane;
+    const bool in = i0 < npos;
+#pragma unroll
+    for (int c0 = 0; c0 < BK; c0 += kSl) {
+      uint32_t v[kSl][4];
+#pragma unroll
+      for (int cc = 0; cc < kSl; ++cc) {
+        uint4 u = make_uint4(0u, 0u, 0u, 0u);
+        if (in && c0 + cc < cvalid)
+          u = __ldg(reinterpret_cast<const uint4*>(src + int64_t(c0 + cc) * cstride + i0));
+        v[cc][0] = u.x;
+        v[cc][1] = u.y;
+        v[cc][2] = u.z;
+        v[cc][3] = u.w;
+      }
+      if (in) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          // (Position j is the low half of word j / 2 for even j, the high half for odd j;
+          // channel 2k of the pair goes to the low half of output word k.)
+          const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
+#pragma unroll
+          for (int sb = 0; sb < kSl / kc; ++sb) {
+            uint4 o;
+            o.x = __byte_perm(v[sb * kc + 0][j >> 1], v[sb * kc + 1][j >> 1], sel);
+            o.y = __byte_perm(v[sb * kc + 2][j >> 1], v[sb * kc + 3][j >> 1], sel);
+            o.z = __byte_perm(v[sb * kc + 4][j >> 1], v[sb * kc + 5][j >> 1], sel);
+            o.w = __byte_perm(v[sb * kc + 6][j >> 1], v[sb * kc + 7][j >> 1], sel);
+            dst[int64_t(i0 + j) * kSubs + c0 / kc + sb] = o;
+          }
+        }
+      }
+    }
+  }
+}
+
 // A load with acquire semantics at GPU scope (another block's release of what it guards).
 __device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
   int v;
@@ -1557,7 +1609,17 @@ __global__ void __launch_bounds__(block_threads(kXp,
         const T* src = x + n * p.x_str[0] + int64_t(g * p.cig + cb * p.bk) * p.x_str[1] + pos0;
         uint4* dst = xt + ((ng * p.cblocks + cb) * plane + pos0) * (p.bk / Kc<T>::value);
         constexpr int kc = Kc<T>::value;
-        if (p.bk == 2 * kc) {
+        if (sizeof(T) == 2 && p.copy_pairs == 2) {
+          if constexpr (sizeof(T) == 2) {
+            if (p.bk == 2 * kc) {
+              copy_unit_vec8<T, 2 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
+            } else if (p.bk == 4 * kc) {
+              copy_unit_vec8<T, 4 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
+            } else {
+              copy_unit_vec8<T, 8 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
+            }
+          }
+        } else if (p.bk == 2 * kc) {
           copy_unit<T, 2 * kc>(src, p.x_str[1], dst, npos, cvalid, p.copy_pairs, lane);
         } else if (p.bk == 4 * kc) {
           copy_unit<T, 4 * kc>(src, p.x_str[1], dst, npos, cvalid, p.copy_pairs, lane);
