@@ -30,9 +30,9 @@
 //     box row at a time.) A channels_last 16-bit input of a 1-D or 2-D problem already
 //     has this layout where its groups are whole K steps: the tensor map then covers x
 //     itself, dims (bk, W, H, channel blocks of a sample, N) (Params::cl_chunks), and
-//     there is no copy. Where the plan says so (float as TF32 on channel-major tiles with
-//     many multiply-adds per input element, large inputs; ImplicitGemmFpropPlan::
-//     wg_copy_fused), no copy kernel runs: the forward kernel's copier warps (warp 5 of
+//     there is no copy. Where the plan says so (channel-major tiles with many multiply-adds
+//     per input element, large inputs; ImplicitGemmFpropPlan::wg_copy_fused), no copy
+//     kernel runs: the forward kernel's copier warps (warp 5 of
 //     each block) make the same copy while the tiles run, chunk by chunk in the order the
 //     tiles take the input, each chunk's count going up once it is written (Params::fused,
 //     chunk_done), and a tile's producer waits for the chunks that hold the rows its
