@@ -6,7 +6,9 @@ when sampled, as the busiest instructions and as contiguous regions of the code.
 
 Regions are fixed runs of instructions in address order (--region of them); a kernel's K
 loop, epilogue and producer usually fall in different regions, so the table shows which
-part of the code the samples (stalls included) land in.
+part of the code the samples (stalls included) land in. A busy branch is usually the back
+edge of a wait loop: the instructions before it (--context of them) show what it waits on
+(an mbarrier try-wait, a global load of a flag).
 """
 import argparse
 import csv
@@ -35,6 +37,8 @@ def main(argv=None):
     ap.add_argument("csv")
     ap.add_argument("--top", type=int, default=25, help="busiest instructions to list")
     ap.add_argument("--region", type=int, default=250, help="instructions per region")
+    ap.add_argument("--context", type=int, default=3,
+                    help="instructions shown before each busy branch")
     args = ap.parse_args(argv)
     kernel, header, data = load(args.csv)
     src = header.index("Source")
@@ -49,6 +53,9 @@ def main(argv=None):
     for i in ranked[:args.top]:
         s = as_int(data[i][samples])
         print(f"  {i:6d}: {s:8d} {100.0 * s / total:5.1f}%  {data[i][src].strip()[:80]}")
+        if "BRA" in data[i][src] and 100 * s >= total:
+            for j in range(max(0, i - args.context), i):
+                print(f"  {j:6d}:                 {data[j][src].strip()[:80]}")
     print(f"\nregions of {args.region} instructions with at least 1% of the samples")
     for a in range(0, len(data), args.region):
         part = data[a:a + args.region]

@@ -1398,13 +1398,18 @@ bool wgmma_input_copied_in_kernel(const ImplicitGemmFpropPlan& plan, const Probl
 int wgmma_copier_positions_per_load(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                     const TensorRef& x) {
   const int64_t e = dtype_size(p.dtype);
-  if (e != 2) return 1;
   const int64_t plane = p.input_size[0] * p.input_size[1] * p.input_size[2];
   const auto aligned = [&](int64_t k) {
     return plane % k == 0 && x.strides[0] % k == 0 && x.strides[1] % k == 0 &&
            plan.wg_copy_chunk % k == 0 &&
            reinterpret_cast<std::uintptr_t>(x.data) % std::uintptr_t(k * e) == 0;
   };
+  if (e == 4) {
+    // (Float: 4 positions per 16-byte load only where asked for, CONVT_WG_COPY_F32_VEC=1:
+    // not measured yet.)
+    const char* v = std::getenv("CONVT_WG_COPY_F32_VEC");
+    return v != nullptr && v[0] == '1' && aligned(4) ? 4 : 1;
+  }
   return aligned(8) ? 8 : aligned(2) ? 2 : 1;
 }
 

@@ -186,10 +186,11 @@ bool wgmma_input_transposed_in_kernel(const ImplicitGemmFpropPlan& plan, const P
 bool wgmma_input_copied_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                   const TensorRef& x);
 
-// The copier warps' positions per load of a channel of x (16-bit types): 8 where every run
+// The copier warps' positions per load of a channel of x: in 16-bit types 8 where every run
 // of 8 they load is one aligned 16-byte load (the plane, x's sample and channel strides and
 // the plan's chunks multiples of 8, x 16-byte aligned), 2 where every pair is an aligned
-// 4-byte load, else 1 (and 1 for float).
+// 4-byte load, else 1; in float 4 where runs of 4 are so aligned and CONVT_WG_COPY_F32_VEC=1
+// asks for them (opt-in), else 1.
 int wgmma_copier_positions_per_load(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                     const TensorRef& x);
 

@@ -621,9 +621,10 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     const int64_t plane = p.input_size[0] * p.input_size[1] * p.input_size[2];
     fp.copy_chunks = int((plane + plan.wg_copy_chunk - 1) / plan.wg_copy_chunk);
     // (16-bit types: eight positions per 16-byte load where every such run is aligned, else
-    // two per 4-byte load where every such pair is.)
+    // two per 4-byte load where every such pair is; float: four per 16-byte load where asked
+    // for and aligned.)
     const int per_load = wgmma_copier_positions_per_load(plan, p, x);
-    fp.copy_pairs = per_load == 8 ? 2 : per_load == 2 ? 1 : 0;
+    fp.copy_pairs = per_load >= 4 ? 2 : per_load == 2 ? 1 : 0;
   }
   for (int d = 0; d < 3; ++d) fp.in[d] = int(p.input_size[d]);
   fp.batch = int(p.batch);

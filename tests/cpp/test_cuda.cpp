@@ -1216,7 +1216,9 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaFewerStages,
 
 // The input copy: by default the forward kernel's copier warps make it while the tiles run,
 // for rows of 32 columns or more; CONVT_WG_FUSED_COPY=1 takes them for every row width (most
-// of these cases' rows are narrower), =0 runs the copy kernel before the forward.
+// of these cases' rows are narrower), =0 runs the copy kernel before the forward. The
+// cases' planes give every load width of the copier (16-bit types: 8, 2 or 1 positions a
+// load); CONVT_WG_COPY_F32_VEC=1 adds float's 4.
 class CudaWgmmaFusedCopy : public ::testing::TestWithParam<int> {};
 
 TEST_P(CudaWgmmaFusedCopy, MatchesFloat64Oracle) {
@@ -1227,6 +1229,12 @@ TEST_P(CudaWgmmaFusedCopy, MatchesFloat64Oracle) {
     SCOPED_TRACE(std::string("CONVT_WG_FUSED_COPY=") + v);
     const ScopedEnv env("CONVT_WG_FUSED_COPY", v);
     check_wgmma_case(c, 6421u * uint64_t(GetParam()) + 3, expect_wgmma_kernel);
+  }
+  {
+    SCOPED_TRACE("CONVT_WG_FUSED_COPY=1 CONVT_WG_COPY_F32_VEC=1");
+    const ScopedEnv env("CONVT_WG_FUSED_COPY", "1");
+    const ScopedEnv vec("CONVT_WG_COPY_F32_VEC", "1");
+    check_wgmma_case(c, 6421u * uint64_t(GetParam()) + 4, expect_wgmma_kernel);
   }
 }
 

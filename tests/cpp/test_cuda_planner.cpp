@@ -1226,6 +1226,12 @@ TEST(CudaPlanner, CopierWarpsReadOnlyContiguousSamplePlanes) {
       EXPECT_EQ(convt::cuda::wgmma_copier_positions_per_load(plan, p, off), 1);
     } else {
       EXPECT_EQ(convt::cuda::wgmma_copier_positions_per_load(plan, p, nc), 1);
+      // (Four per 16-byte load only where asked for.)
+      setenv("CONVT_WG_COPY_F32_VEC", "1", 1);
+      EXPECT_EQ(convt::cuda::wgmma_copier_positions_per_load(plan, p, nc),
+                (d * h * w) % 4 == 0 && plan.wg_copy_chunk % 4 == 0 ? 4 : 1);
+      EXPECT_EQ(convt::cuda::wgmma_copier_positions_per_load(plan, p, off), 1);
+      unsetenv("CONVT_WG_COPY_F32_VEC");
     }
     copied += fused ? 1 : 0;
     copied16 += fused && plan.wg_copy_vec && vec ? 1 : 0;

@@ -325,8 +325,9 @@ struct Params {
   // (copy_chunks chunks per (sample, group)), chunk_done[(n G + g) copy_chunks + chunk] (zero
   // at launch) counting a chunk's channel blocks copied; the producer waits for the chunks
   // that hold the rows a tile reads. copy_pairs (16-bit types): 1, two positions per 4-byte
-  // load (x's channel and sample strides and the plane even, x 4-byte aligned); 2, eight per
-  // 16-byte load (the same, multiples of 8 and 16 bytes; copy_unit_vec8).
+  // load (x's channel and sample strides and the plane even, x 4-byte aligned); 2, a 16-byte
+  // load of 8 positions (16-bit types: the same, multiples of 8 and 16 bytes;
+  // copy_unit_vec8) or of 4 (float, multiples of 4; copy_unit_vec4_f32).
   int fused;
   int in[3];
   const void* x;
@@ -1313,6 +1314,51 @@ __device__ __forceinline__ void copy_unit_vec8(const T* src, int64_t cstride, ui
   }
 }
 
+// The same for float (Params::copy_pairs == 2: every 4 consecutive positions of a channel
+// one aligned 16-byte load; opt-in, CONVT_WG_COPY_F32_VEC=1): lane l takes positions 4 l ..
+// 4 l + 3 of each 128, 16 channels at a time (16 loads of 16 bytes in flight), and each
+// position's 4 channels of a 16-byte unit of its row are one store, rounded to TF32 as the
+// copy kernels round them. npos is a multiple of 4.
+template <int BK>
+__device__ __forceinline__ void copy_unit_vec4_f32(const float* src, int64_t cstride, uint4* dst,
+                                                   int npos, int cvalid, int lane) {
+  constexpr int kc = 4;  // channels a 16-byte unit of a row
+  constexpr int kSubs = BK / kc;
+  constexpr int kSl = BK < 16 ? BK : 16;
+  for (int p0 = 0; p0 < npos; p0 += 128) {
+    const int i0 = p0 + 4 * lane;
+    const bool in = i0 < npos;
+#pragma unroll
+    for (int c0 = 0; c0 < BK; c0 += kSl) {
+      float v[kSl][4];
+#pragma unroll
+      for (int cc = 0; cc < kSl; ++cc) {
+        float4 u = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (in && c0 + cc < cvalid)
+          u = __ldg(reinterpret_cast<const float4*>(src + int64_t(c0 + cc) * cstride + i0));
+        v[cc][0] = u.x;
+        v[cc][1] = u.y;
+        v[cc][2] = u.z;
+        v[cc][3] = u.w;
+      }
+      if (in) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+#pragma unroll
+          for (int sb = 0; sb < kSl / kc; ++sb) {
+            uint4 o;
+            o.x = to_tf32(v[sb * kc + 0][j]);
+            o.y = to_tf32(v[sb * kc + 1][j]);
+            o.z = to_tf32(v[sb * kc + 2][j]);
+            o.w = to_tf32(v[sb * kc + 3][j]);
+            dst[int64_t(i0 + j) * kSubs + c0 / kc + sb] = o;
+          }
+        }
+      }
+    }
+  }
+}
+
 // A load with acquire semantics at GPU scope (another block's release of what it guards).
 __device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
   int v;
@@ -1609,7 +1655,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
         const T* src = x + n * p.x_str[0] + int64_t(g * p.cig + cb * p.bk) * p.x_str[1] + pos0;
         uint4* dst = xt + ((ng * p.cblocks + cb) * plane + pos0) * (p.bk / Kc<T>::value);
         constexpr int kc = Kc<T>::value;
-        if (sizeof(T) == 2 && p.copy_pairs == 2) {
+        if (p.copy_pairs == 2) {
           if constexpr (sizeof(T) == 2) {
             if (p.bk == 2 * kc) {
               copy_unit_vec8<T, 2 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
@@ -1617,6 +1663,14 @@ __global__ void __launch_bounds__(block_threads(kXp,
               copy_unit_vec8<T, 4 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
             } else {
               copy_unit_vec8<T, 8 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
+            }
+          } else {
+            if (p.bk == 2 * kc) {
+              copy_unit_vec4_f32<2 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
+            } else if (p.bk == 4 * kc) {
+              copy_unit_vec4_f32<4 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
+            } else {
+              copy_unit_vec4_f32<8 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
             }
           }
         } else if (p.bk == 2 * kc) {
