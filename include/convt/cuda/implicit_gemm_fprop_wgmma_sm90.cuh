@@ -326,8 +326,8 @@ struct Params {
   // at launch) counting a chunk's channel blocks copied; the producer waits for the chunks
   // that hold the rows a tile reads. copy_pairs (16-bit types): 1, two positions per 4-byte
   // load (x's channel and sample strides and the plane even, x 4-byte aligned); 2, a 16-byte
-  // load of 8 positions (16-bit types: the same, multiples of 8 and 16 bytes;
-  // copy_unit_vec8) or of 4 (float, multiples of 4; copy_unit_vec4_f32).
+  // load of 8 positions (16-bit types: the same, multiples of 8 and 16 bytes) or of 4
+  // (float, multiples of 4), copy_unit_vec.
   int fused;
   int in[3];
   const void* x;
@@ -1263,22 +1263,23 @@ __device__ __forceinline__ void copy_unit(const T* src, int64_t cstride, uint4* 
   }
 }
 
-// The copier warp's unit in 16-bit types where every 8 consecutive positions of a channel
-// are one aligned 16-byte load (Params::copy_pairs == 2): lane l takes positions 8 l ..
-// 8 l + 7 of each 256, 16 channels at a time (BK = 8: 8), all their loads issued before any
-// store, and transposes each 8 x 8 block of (channels, positions) in its registers, two
-// channels' halves of a position a byte permute: position i's 8 channels of the block are
-// one 16-byte store into its row. Four times the bytes in flight of the pairs' 4-byte loads
-// and no conversions (the values move bit for bit). npos is a multiple of 8.
+// The copier warp's unit where every kc consecutive positions of a channel are one aligned
+// 16-byte load (Params::copy_pairs == 2; kc = 8 in 16-bit types, 4 in float, where
+// CONVT_WG_COPY_F32_VEC=1 asks for it): lane l takes positions kc l .. kc l + kc - 1 of each
+// 32 kc, 16 channels at a time (BK = 8: 8), all their loads issued before any store, and
+// transposes each kc x kc block of (channels, positions) in its registers: position i's kc
+// channels of the block are one 16-byte store into its row. In 16-bit types two channels'
+// halves of a position are one byte permute, the values moving bit for bit; float rounds to
+// TF32 as the copy kernels do. Four times the bytes in flight of the 16-bit pairs' 4-byte
+// loads, twice those of float's scalar loads. npos is a multiple of kc.
 template <typename T, int BK>
-__device__ __forceinline__ void copy_unit_vec8(const T* src, int64_t cstride, uint4* dst,
-                                               int npos, int cvalid, int lane) {
-  static_assert(sizeof(T) == 2, "16-bit types");
-  constexpr int kc = Kc<T>::value;  // 8 channels a 16-byte unit of a row
+__device__ __forceinline__ void copy_unit_vec(const T* src, int64_t cstride, uint4* dst,
+                                              int npos, int cvalid, int lane) {
+  constexpr int kc = Kc<T>::value;  // channels a 16-byte unit of a row = positions a load
   constexpr int kSubs = BK / kc;
   constexpr int kSl = BK < 16 ? BK : 16;
-  for (int p0 = 0; p0 < npos; p0 += 256) {
-    const int i0 = p0 + 8 * lane;
+  for (int p0 = 0; p0 < npos; p0 += 32 * kc) {
+    const int i0 = p0 + kc * lane;
     const bool in = i0 < npos;
 #pragma unroll
     for (int c0 = 0; c0 < BK; c0 += kSl) {
@@ -1293,66 +1294,24 @@ __device__ __forceinline__ void copy_unit_vec8(const T* src, int64_t cstride, ui
         v[cc][2] = u.z;
         v[cc][3] = u.w;
       }
-      if (in) {
+      if (!in) continue;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          // (Position j is the low half of word j / 2 for even j, the high half for odd j;
-          // channel 2k of the pair goes to the low half of output word k.)
-          const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
+      for (int j = 0; j < kc; ++j) {
 #pragma unroll
-          for (int sb = 0; sb < kSl / kc; ++sb) {
-            uint4 o;
-            o.x = __byte_perm(v[sb * kc + 0][j >> 1], v[sb * kc + 1][j >> 1], sel);
-            o.y = __byte_perm(v[sb * kc + 2][j >> 1], v[sb * kc + 3][j >> 1], sel);
-            o.z = __byte_perm(v[sb * kc + 4][j >> 1], v[sb * kc + 5][j >> 1], sel);
-            o.w = __byte_perm(v[sb * kc + 6][j >> 1], v[sb * kc + 7][j >> 1], sel);
-            dst[int64_t(i0 + j) * kSubs + c0 / kc + sb] = o;
+        for (int sb = 0; sb < kSl / kc; ++sb) {
+          uint32_t o[4];
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            if constexpr (sizeof(T) == 2) {
+              // (Position j is the low half of word j / 2 for even j, the high half for odd
+              // j; channel 2k of the pair goes to the low half of output word k.)
+              o[k] = __byte_perm(v[sb * kc + 2 * k][j >> 1], v[sb * kc + 2 * k + 1][j >> 1],
+                                 (j & 1) ? 0x7632u : 0x5410u);
+            } else {
+              o[k] = to_tf32(__uint_as_float(v[sb * kc + k][j]));
+            }
           }
-        }
-      }
-    }
-  }
-}
-
-// The same for float (Params::copy_pairs == 2: every 4 consecutive positions of a channel
-// one aligned 16-byte load; opt-in, CONVT_WG_COPY_F32_VEC=1): lane l takes positions 4 l ..
-// 4 l + 3 of each 128, 16 channels at a time (16 loads of 16 bytes in flight), and each
-// position's 4 channels of a 16-byte unit of its row are one store, rounded to TF32 as the
-// copy kernels round them. npos is a multiple of 4.
-template <int BK>
-__device__ __forceinline__ void copy_unit_vec4_f32(const float* src, int64_t cstride, uint4* dst,
-                                                   int npos, int cvalid, int lane) {
-  constexpr int kc = 4;  // channels a 16-byte unit of a row
-  constexpr int kSubs = BK / kc;
-  constexpr int kSl = BK < 16 ? BK : 16;
-  for (int p0 = 0; p0 < npos; p0 += 128) {
-    const int i0 = p0 + 4 * lane;
-    const bool in = i0 < npos;
-#pragma unroll
-    for (int c0 = 0; c0 < BK; c0 += kSl) {
-      float v[kSl][4];
-#pragma unroll
-      for (int cc = 0; cc < kSl; ++cc) {
-        float4 u = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (in && c0 + cc < cvalid)
-          u = __ldg(reinterpret_cast<const float4*>(src + int64_t(c0 + cc) * cstride + i0));
-        v[cc][0] = u.x;
-        v[cc][1] = u.y;
-        v[cc][2] = u.z;
-        v[cc][3] = u.w;
-      }
-      if (in) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-#pragma unroll
-          for (int sb = 0; sb < kSl / kc; ++sb) {
-            uint4 o;
-            o.x = to_tf32(v[sb * kc + 0][j]);
-            o.y = to_tf32(v[sb * kc + 1][j]);
-            o.z = to_tf32(v[sb * kc + 2][j]);
-            o.w = to_tf32(v[sb * kc + 3][j]);
-            dst[int64_t(i0 + j) * kSubs + c0 / kc + sb] = o;
-          }
+          dst[int64_t(i0 + j) * kSubs + c0 / kc + sb] = make_uint4(o[0], o[1], o[2], o[3]);
         }
       }
     }
@@ -1656,22 +1615,12 @@ __global__ void __launch_bounds__(block_threads(kXp,
         uint4* dst = xt + ((ng * p.cblocks + cb) * plane + pos0) * (p.bk / Kc<T>::value);
         constexpr int kc = Kc<T>::value;
         if (p.copy_pairs == 2) {
-          if constexpr (sizeof(T) == 2) {
-            if (p.bk == 2 * kc) {
-              copy_unit_vec8<T, 2 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
-            } else if (p.bk == 4 * kc) {
-              copy_unit_vec8<T, 4 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
-            } else {
-              copy_unit_vec8<T, 8 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
-            }
+          if (p.bk == 2 * kc) {
+            copy_unit_vec<T, 2 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
+          } else if (p.bk == 4 * kc) {
+            copy_unit_vec<T, 4 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
           } else {
-            if (p.bk == 2 * kc) {
-              copy_unit_vec4_f32<2 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
-            } else if (p.bk == 4 * kc) {
-              copy_unit_vec4_f32<4 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
-            } else {
-              copy_unit_vec4_f32<8 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
-            }
+            copy_unit_vec<T, 8 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
           }
         } else if (p.bk == 2 * kc) {
           copy_unit<T, 2 * kc>(src, p.x_str[1], dst, npos, cvalid, p.copy_pairs, lane);
