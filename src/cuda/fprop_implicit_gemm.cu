@@ -843,17 +843,19 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   // (wg_copy_vec; 4-byte loads of pairs were 1.3x-4x slower than the copy kernel): on an
   // H200, bf16 kb61 0.86x, kb65 0.87x, kb69 0.95x, kb68 0.98x of the time.
   // CONVT_WG_FUSED_COPY=0 runs the copy kernel everywhere, =1 takes the copier warps
-  // wherever they can run, with any load width.
+  // wherever they can run, with any load width, position-major tiles too.
   {
     const char* fc = std::getenv("CONVT_WG_FUSED_COPY");
     const int fc_env = fc != nullptr && (fc[0] == '0' || fc[0] == '1') ? fc[0] - '0' : -1;
     const double macs =
         double(cog) * double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]);
-    const bool can = plan.wg_chunk_done_bytes > 0 && !plan.wg_xp && nc == 0 && fold == 1 &&
-                     !wpairs && !wmerge && !scatter;
+    // (Position-major tiles only where asked for: their kernels with a copier warp are
+    // variants of their own, not measured yet.)
+    const bool can = plan.wg_chunk_done_bytes > 0 && !plan.wg_xp && fold == 1 && !wpairs &&
+                     !wmerge && !scatter;
     const double input_bytes = double(p.batch) * double(p.in_channels) * double(plane) * e;
     plan.wg_copy_fused =
-        can && (fc_env == 1 || (fc_env != 0 && macs >= (e == 4 ? 512 : 1024) &&
+        can && (fc_env == 1 || (fc_env != 0 && nc == 0 && macs >= (e == 4 ? 512 : 1024) &&
                                 p.input_size[2] >= 32 && input_bytes >= 64.0 * (1 << 20)));
     plan.wg_copy_vec = plan.wg_copy_fused && e == 2 && fc_env != 1;
   }

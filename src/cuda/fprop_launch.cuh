@@ -288,13 +288,13 @@ void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
 // ---------------------------------------------------------------------------------------
 
 template <typename T, int N, bool kSplit, int NC = 0, bool kRaw = false, int FOLD = 1,
-          int WPH = 1, bool kXp = false>
+          int WPH = 1, bool kXp = false,
+          bool kCopy = wg::has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH)>
 void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
                     cudaStream_t stream, int device) {
   static std::atomic<uint64_t> smem_set{0};
-  const auto kernel = wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH, kXp>;
-  constexpr int threads =
-      wg::block_threads(kXp, wg::has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH));
+  const auto kernel = wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH, kXp, kCopy>;
+  constexpr int threads = wg::block_threads(kXp, kCopy);
   allow_smem(kernel, wg::kBlockSmem, device, smem_set);
   // Persistent: as many blocks as are resident at once, at most one per tile.
   static std::atomic<int> cached_sms{0};
@@ -355,10 +355,28 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
 
 // The wgmma kernel's position-major tiles (256 positions x nc channels), compiled in
 // translation units of their own (fprop_launch_*_pos.cu); split TF32 up to 32 channels.
+// copier: the variants with a copier warp, for the input copied while the tiles run
+// (Params::fused; not split TF32, no W phase pairs).
 template <typename T, bool kSplit>
 void launch_wgmma_pos(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
-                      cudaStream_t stream, int device, int nc, int wph) {
+                      cudaStream_t stream, int device, int nc, int wph, bool copier) {
   using fprop_detail::launch_wgmma_n;
+  if constexpr (!kSplit) {
+    if (copier) {
+      CONVT_CHECK(wph == 1, "convt: wgmma W phase pairs with the copier warps");
+      switch (nc) {
+        case 8: launch_wgmma_n<T, 256, false, 8, false, 1, 1, false, true>(fp, map, smem, stream, device); return;
+        case 16: launch_wgmma_n<T, 256, false, 16, false, 1, 1, false, true>(fp, map, smem, stream, device); return;
+        case 24: launch_wgmma_n<T, 256, false, 24, false, 1, 1, false, true>(fp, map, smem, stream, device); return;
+        case 32: launch_wgmma_n<T, 256, false, 32, false, 1, 1, false, true>(fp, map, smem, stream, device); return;
+        default:
+          CONVT_CHECK(nc == 48, "convt: wgmma position-major tile of ", nc, " channels");
+          launch_wgmma_n<T, 256, false, 48, false, 1, 1, false, true>(fp, map, smem, stream, device);
+          return;
+      }
+    }
+  }
+  CONVT_CHECK(!copier, "convt: split TF32 has no copier warps");
   // (W phase pairs in registers: 8 to 32 channels, not split TF32.)
   if constexpr (!kSplit) {
     if (wph == 2) {
@@ -738,7 +756,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     CONVT_CHECK(plan.wg_n == 256, "convt: wgmma position-major tile of ", plan.wg_n,
                 " positions");
     launch_wgmma_pos<T, kSplit>(fp, map, smem, opt.stream, device, plan.wg_nc,
-                                plan.wg_wpairs ? 2 : 1);
+                                plan.wg_wpairs ? 2 : 1, fp.fused != 0);
   } else if constexpr (kSplit) {
     // (The planner gives split TF32 128 positions: not built for more.)
     CONVT_CHECK(plan.wg_n == 128, "convt: split TF32 wgmma tile of ", plan.wg_n, " positions");
@@ -790,7 +808,8 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
 // extern).
 #define CONVT_INSTANTIATE_WGMMA_LAUNCH(T, kSplit)                                          \
   extern template void launch_wgmma_pos<T, kSplit>(const wg::Params&, const CUtensorMap&,  \
-                                                   std::size_t, cudaStream_t, int, int, int); \
+                                                   std::size_t, cudaStream_t, int, int, int, \
+                                                   bool);                                    \
   CONVT_EXTERN_WGMMA_FOLD(T, 8);                                                           \
   CONVT_EXTERN_WGMMA_FOLD(T, 16);                                                          \
   CONVT_EXTERN_WGMMA_FOLD(T, 24);                                                          \
@@ -822,4 +841,4 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
                                        cudaStream_t, int, int, int)
 #define CONVT_INSTANTIATE_WGMMA_POS(T, kSplit)                                              \
   template void launch_wgmma_pos<T, kSplit>(const wg::Params&, const CUtensorMap&,         \
-                                            std::size_t, cudaStream_t, int, int, int)
+                                            std::size_t, cudaStream_t, int, int, int, bool)

@@ -748,11 +748,12 @@ TEST(CudaPlanner, ZerosAlongWRunTheStridedProblemAsUnstrided) {
 // =1 takes it wherever it can run.
 TEST(CudaPlanner, CopierWarpsCopyWhereTheTilesOutlastTheCopy) {
   int fused = 0, fused16 = 0, forced = 0;
+  // (Position-major tiles only where asked for.)
   auto can = [](const Plan& plan) {
-    return plan.wg && !plan.wg_xp && !plan.wg_raw && !plan.split && plan.wg_nc == 0 &&
-           plan.wg_fold == 1 && !plan.wg_scatter && !plan.wg_wmerge && !plan.wg_wpairs &&
-           plan.wg_wup == 1;
+    return plan.wg && !plan.wg_xp && !plan.wg_raw && !plan.split && plan.wg_fold == 1 &&
+           !plan.wg_scatter && !plan.wg_wmerge && !plan.wg_wpairs && plan.wg_wup == 1;
   };
+  int forced_pos = 0;
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
                                                              const Plan& plan) {
     if (!plan.usable || !plan.wg) return;
@@ -760,6 +761,7 @@ TEST(CudaPlanner, CopierWarpsCopyWhereTheTilesOutlastTheCopy) {
     ++fused;
     fused16 += p.dtype != DType::kFloat32 ? 1 : 0;
     EXPECT_TRUE(can(plan));
+    EXPECT_EQ(plan.wg_nc, 0);
     // (Twice the multiply-adds per input element in 16-bit types, and only with 16-byte
     // loads of 8 positions.)
     const int64_t e = convt::dtype_size(p.dtype);
@@ -785,6 +787,7 @@ TEST(CudaPlanner, CopierWarpsCopyWhereTheTilesOutlastTheCopy) {
     EXPECT_EQ(plan.wg_copy_fused, can(plan));
     EXPECT_FALSE(plan.wg_copy_vec);  // (asked for: any load width)
     forced += plan.wg_copy_fused ? 1 : 0;
+    forced_pos += plan.wg_copy_fused && plan.wg_nc > 0 ? 1 : 0;
   });
   setenv("CONVT_WG_FUSED_COPY", "0", 1);
   for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem&, MathMode, const Plan& plan) {
@@ -794,6 +797,7 @@ TEST(CudaPlanner, CopierWarpsCopyWhereTheTilesOutlastTheCopy) {
   EXPECT_GT(fused, 10);
   EXPECT_GT(fused16, 0);
   EXPECT_GT(forced, fused);
+  EXPECT_GT(forced_pos, 0);
 }
 
 // The input read in place (CONVT_WG_RAW=1 asks for it wherever it can run: float32 as TF32,

@@ -106,7 +106,7 @@
 // 64 x bk in the K-major core-matrix layout: one bulk copy per K step.
 //
 // Roles (160 threads, 192 with kXp or a copier): warps 0-3 are the consumer warpgroup, warp
-// 4's first lane the producer, warp 5 the transposer (kXp) or the copier (has_copier). The
+// 4's first lane the producer, warp 5 the transposer (kXp) or the copier (kCopy). The
 // grid is persistent (as many blocks as are resident, two per multiprocessor); the producer
 // takes tiles from a global counter (one atomic per tile, which balances phases of unequal
 // work), decodes them, and fills a ring of stages, each a header (what the consumers need
@@ -167,12 +167,18 @@ constexpr int kXpMaxPieces = 16;
 constexpr int kXpMetaBytes = 1024;
 // The channel-major kernels that read the copy of the input (not split TF32, no W taps
 // folded, no W phase pairs) have a copier warp, warp 5, that makes the copy while the tiles
-// run where the plan asks for it (Params::fused). (Not the position-major ones: their small
-// tiles run three blocks per multiprocessor where the registers allow, which a sixth warp
-// would not.)
+// run where the plan asks for it (Params::fused). The position-major ones have it only in
+// variants of their own (the kernel's kCopy; launched where the plan's copy is fused): their
+// small tiles run three blocks per multiprocessor where the registers allow, which a sixth
+// warp would not.
 __host__ __device__ constexpr bool has_copier(bool xp, bool raw, bool split, int nc, int fold,
                                               int wph) {
   return !xp && !raw && !split && nc == 0 && fold == 1 && wph == 1;
+}
+// Whether a kernel variant may have the copier warp at all (kCopy).
+__host__ __device__ constexpr bool copier_allowed(bool xp, bool raw, bool split, int fold,
+                                                  int wph) {
+  return !xp && !raw && !split && fold == 1 && wph == 1;
 }
 __host__ __device__ constexpr int block_threads(bool xp, bool copier = false) {
   return xp || copier ? 192 : 160;
@@ -318,7 +324,7 @@ struct Params {
   // same ones: the next tile's same step, where the tile's K steps divide the stages and
   // both tiles have one group, channel tile and phase) does not copy them again.
   int w_reuse;
-  // The input copied by the copier warps while the tiles run (has_copier kernels; no copy
+  // The input copied by the copier warps while the tiles run (kCopy kernels; no copy
   // kernel ran): fused 1, the input x (N, C, D, H, W, each sample's D x H x W positions
   // contiguous; in[] its D, H, W), the copy xt, copy_counter (zero at launch) handing out
   // units of copy_chunk consecutive positions of one (sample, group) and one channel block
@@ -1475,11 +1481,12 @@ __device__ __forceinline__ void xp_transpose_piece_f32(uint32_t piece, uint32_t 
 // kXp (16-bit types or TF32, not kSplit or kRaw): the input transposed in the kernel (see the
 // top of this file); map is then the raw tensor map over x, and warp 5 transposes.
 template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1,
-          int WPH = 1, bool kXp = false>
-__global__ void __launch_bounds__(block_threads(kXp,
-                                                has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH)),
-                                  2)
+          int WPH = 1, bool kXp = false, bool kCopy = has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH)>
+__global__ void __launch_bounds__(block_threads(kXp, kCopy), 2)
     fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
+  static_assert(!kCopy || copier_allowed(kXp, kRaw, kSplit, FOLD, WPH),
+                "the copier warp: kernels reading the copy, not split TF32, no folded W taps "
+                "or W phase pairs");
   static_assert(!kXp || (!kSplit && !kRaw),
                 "the input transposed in the kernel: 16-bit types or TF32");
   static_assert(WPH == 1 || (WPH == 2 && NC > 0 && !kSplit && !kRaw && FOLD == 1),
@@ -1499,7 +1506,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
   constexpr int kNA = kPos ? NC * FOLD : N;  // wgmma N
   constexpr int kCw = kPos ? NC * FOLD : kM;  // weight tile rows (output channels x folded taps)
   constexpr bool kFold = FOLD > 1;
-  constexpr bool kCopier = has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH);
+  constexpr bool kCopier = kCopy;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Stages (1024-byte aligned: the swizzle patterns), then the headers, the epilogue's
   // staging, the tile info and the barriers.
