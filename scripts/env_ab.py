@@ -33,9 +33,9 @@ def parse_setting(spec):
     return name, env
 
 
-def run(dtype, cases, reps, env, suite="kernelbench"):
+def run(dtype, cases, reps, env, suite="kernelbench", gpu_time=False):
     out = subprocess.run([sys.executable, str(HERE / "time_cases.py"), dtype, cases, "--reps", str(reps),
-                          "--suite", suite],
+                          "--suite", suite] + (["--gpu-time"] if gpu_time else []),
                          env={**os.environ, **env}, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"time_cases.py failed ({env}):\n{out.stderr[-3000:]}")
@@ -56,6 +56,8 @@ def main():
     ap.add_argument("--suite", default="kernelbench", help="a built-in suite or a suite file")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--gpu-time", action="store_true",
+                    help="the GPU's time alone (time_cases.py --gpu-time): for small layers")
     args = ap.parse_args()
     settings = [parse_setting(s) for s in args.settings]
     runs = {name: [] for name, _ in settings}
@@ -64,7 +66,8 @@ def main():
             times = {}
             for dtype in args.dtype.split(","):
                 times.update(run(dtype, args.cases or ALL_CASES if args.suite == "kernelbench"
-                                 else args.cases or "all", args.reps, env, args.suite))
+                                 else args.cases or "all", args.reps, env, args.suite,
+                                 args.gpu_time))
             runs[name].append(times)
     keys = list(runs[settings[0][0]][0])
     header = "case dtype " + " ".join(f"{name}[{i}]" for name, _ in settings for i in range(args.rounds))

@@ -2,7 +2,7 @@
 error check): for quick comparisons of kernel variants selected by environment variables.
 
     python scripts/time_cases.py bf16 kb57,kb64 [--reps 10] [--channels-last] [--describe]
-    python scripts/time_cases.py fp32 all --suite models
+    python scripts/time_cases.py fp32 all --suite models [--gpu-time]
 """
 import argparse
 
@@ -22,6 +22,10 @@ def main():
                     help="the input with its channels innermost (channels_last strides)")
     ap.add_argument("--describe", action="store_true",
                     help="also print the forward kernel each case runs (convt.describe_forward)")
+    ap.add_argument("--gpu-time", action="store_true",
+                    help="the GPU's time alone: a sleep kernel queued before each timed call "
+                         "keeps the GPU busy while the host launches it (small layers, whose "
+                         "host time is as long as their kernels)")
     args = ap.parse_args()
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     cases = load_suite(args.suite).cases
@@ -47,6 +51,8 @@ def main():
         for _ in range(args.reps):
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
+            if args.gpu_time:
+                torch.cuda._sleep(1_000_000)  # about half a millisecond
             start.record()
             run()
             end.record()
