@@ -1093,7 +1093,14 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
         if (up.wg && (wup_env == 1 || memory_bound_with_w_zeros(p, plan.split, up.wg_nc))) {
           plan = up;
           plan.wg_wup = int(p.stride[2]);
-          plan.wg_copy_fused = false;  // (the copy inserts the zeros)
+          // (The copy inserts the zeros: the copier warps do so only where
+          // CONVT_WG_FUSED_COPY=1 asks for them, not measured yet, with scalar loads and
+          // 32-bit positions within a sample's plane.)
+          const char* fc = std::getenv("CONVT_WG_FUSED_COPY");
+          const Problem u = w_upsampled(p, p.stride[2]);
+          plan.wg_copy_fused = plan.wg_copy_fused && fc != nullptr && fc[0] == '1' &&
+                               u.input_size[0] * u.input_size[1] * u.input_size[2] < INT_MAX;
+          plan.wg_copy_vec = false;
           upsampled = true;
         }
       }
@@ -1388,10 +1395,11 @@ bool wgmma_input_transposed_in_kernel(const ImplicitGemmFpropPlan& plan, const P
 
 bool wgmma_input_copied_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                   const TensorRef& x) {
-  if (!plan.wg || !plan.wg_copy_fused || plan.wg_xp || plan.wg_raw || plan.split ||
-      plan.wg_wup > 1)
-    return false;
-  const int64_t iw = p.input_size[2], ih = p.input_size[1], id = p.input_size[0];
+  if (!plan.wg || !plan.wg_copy_fused || plan.wg_xp || plan.wg_raw || plan.split) return false;
+  // (p as the kernel runs it: with zeros inserted along W, x's rows are every wup-th column
+  // of p's.)
+  const int64_t iw = (p.input_size[2] - 1) / plan.wg_wup + 1, ih = p.input_size[1],
+                id = p.input_size[0];
   return x.strides[4] == 1 && (ih == 1 || x.strides[3] == iw) &&
          (id == 1 || x.strides[2] == ih * iw) &&
          (!plan.wg_copy_vec || wgmma_copier_positions_per_load(plan, p, x) == 8);
@@ -1400,6 +1408,7 @@ bool wgmma_input_copied_in_kernel(const ImplicitGemmFpropPlan& plan, const Probl
 int wgmma_copier_positions_per_load(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                     const TensorRef& x) {
   const int64_t e = dtype_size(p.dtype);
+  if (plan.wg_wup > 1) return 1;  // (zeros inserted along W: copy_unit_wup's scalar loads)
   const int64_t plane = p.input_size[0] * p.input_size[1] * p.input_size[2];
   const auto aligned = [&](int64_t k) {
     return plane % k == 0 && x.strides[0] % k == 0 && x.strides[1] % k == 0 &&

@@ -643,6 +643,9 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     // for and aligned.)
     const int per_load = wgmma_copier_positions_per_load(plan, p, x);
     fp.copy_pairs = per_load >= 4 ? 2 : per_load == 2 ? 1 : 0;
+    // (Zeros inserted along W: x's rows are (W - 1) / wup + 1 columns of the copy's W.)
+    fp.copy_wup = plan.wg_wup;
+    fp.copy_win = int((p.input_size[2] - 1) / plan.wg_wup + 1);
   }
   for (int d = 0; d < 3; ++d) fp.in[d] = int(p.input_size[d]);
   fp.batch = int(p.batch);

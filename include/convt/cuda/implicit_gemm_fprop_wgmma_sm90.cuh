@@ -342,6 +342,9 @@ struct Params {
   int* copy_counter;
   int* chunk_done;
   int copy_chunk, copy_chunks, copy_pairs;
+  // Zeros inserted along W (the plan's wup; 1: none): the copy's rows of in[2] columns hold
+  // x's rows of copy_win columns at every copy_wup-th column (copy_unit_wup).
+  int copy_wup, copy_win;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -1324,6 +1327,68 @@ __device__ __forceinline__ void copy_unit_vec(const T* src, int64_t cstride, uin
   }
 }
 
+// The copier warp's unit with zeros inserted along W (Params::copy_wup = s > 1): positions
+// pos0 .. pos0 + npos - 1 of the copy's D x H x wout plane (wout = (win - 1) s + 1 columns a
+// row), position q holding, at row q / wout and column c, input column c / s of that row
+// where s divides c, else zeros; src: the unit's first channel at the sample's first
+// position (x's rows of win columns contiguous). Lane l takes positions l, l + 32 (two
+// groups of 32 at once), 16 channels' loads of both in flight (BK = 8: 8), then stores each
+// position's row 16 bytes at a time, float rounded to TF32.
+template <typename T, int BK>
+__device__ __forceinline__ void copy_unit_wup(const T* src, int64_t cstride, uint4* dst,
+                                              int64_t pos0, int npos, int cvalid, int wout,
+                                              int win, int s, int lane) {
+  constexpr int kc = Kc<T>::value;
+  constexpr int kSubs = BK / kc;
+  constexpr int kSl = BK < 16 ? BK : 16;
+  constexpr int kGroups = 1;
+  for (int p0 = 0; p0 < npos; p0 += 32 * kGroups) {
+    int64_t off[kGroups];
+    bool in[kGroups], ok[kGroups];
+#pragma unroll
+    for (int b = 0; b < kGroups; ++b) {
+      // (32-bit division: the planner keeps the copy's plane below 2^31 positions here.)
+      const int i = p0 + 32 * b + lane;
+      const int q = int(pos0) + i, r = q / wout;
+      const int c = q - r * wout;
+      in[b] = i < npos;
+      ok[b] = in[b] && c % s == 0;
+      off[b] = int64_t(r) * win + c / s;
+    }
+#pragma unroll
+    for (int c0 = 0; c0 < BK; c0 += kSl) {
+      float v[kGroups][kSl];
+#pragma unroll
+      for (int b = 0; b < kGroups; ++b)
+#pragma unroll
+        for (int cc = 0; cc < kSl; ++cc)
+          v[b][cc] = ok[b] && c0 + cc < cvalid
+                         ? Elem<T>::to_float(src[int64_t(c0 + cc) * cstride + off[b]])
+                         : 0.f;
+#pragma unroll
+      for (int b = 0; b < kGroups; ++b) {
+        if (!in[b]) continue;
+#pragma unroll
+        for (int sb = 0; sb < kSl / kc; ++sb) {
+          union {
+            uint4 u;
+            uint32_t f[4];
+            T h[kc];
+          } out;
+#pragma unroll
+          for (int jj = 0; jj < kc; ++jj) {
+            if constexpr (sizeof(T) == 4)
+              out.f[jj] = to_tf32(v[b][sb * kc + jj]);
+            else
+              out.h[jj] = Elem<T>::from_float(v[b][sb * kc + jj]);
+          }
+          dst[int64_t(p0 + 32 * b + lane) * kSubs + c0 / kc + sb] = out.u;
+        }
+      }
+    }
+  }
+}
+
 // A load with acquire semantics at GPU scope (another block's release of what it guards).
 __device__ __forceinline__ int ld_acquire_gpu(const int* ptr) {
   int v;
@@ -1621,7 +1686,20 @@ __global__ void __launch_bounds__(block_threads(kXp, kCopy), 2)
         const T* src = x + n * p.x_str[0] + int64_t(g * p.cig + cb * p.bk) * p.x_str[1] + pos0;
         uint4* dst = xt + ((ng * p.cblocks + cb) * plane + pos0) * (p.bk / Kc<T>::value);
         constexpr int kc = Kc<T>::value;
-        if (p.copy_pairs == 2) {
+        if (p.copy_wup > 1) {
+          // (Zeros inserted along W: the copy's positions are not x's.)
+          const T* src0 = src - pos0;
+          if (p.bk == 2 * kc) {
+            copy_unit_wup<T, 2 * kc>(src0, p.x_str[1], dst, pos0, npos, cvalid, p.in[2],
+                                     p.copy_win, p.copy_wup, lane);
+          } else if (p.bk == 4 * kc) {
+            copy_unit_wup<T, 4 * kc>(src0, p.x_str[1], dst, pos0, npos, cvalid, p.in[2],
+                                     p.copy_win, p.copy_wup, lane);
+          } else {
+            copy_unit_wup<T, 8 * kc>(src0, p.x_str[1], dst, pos0, npos, cvalid, p.in[2],
+                                     p.copy_win, p.copy_wup, lane);
+          }
+        } else if (p.copy_pairs == 2) {
           if (p.bk == 2 * kc) {
             copy_unit_vec<T, 2 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
           } else if (p.bk == 4 * kc) {
