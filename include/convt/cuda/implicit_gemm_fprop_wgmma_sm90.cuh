@@ -1196,6 +1196,26 @@ __device__ __forceinline__ void mbar_arrive_count(uint32_t bar, uint32_t count) 
                : "memory");
 }
 
+// One 16-byte unit of a copy row: Kc<T> channels' values v, float rounded to TF32 as the
+// copy kernels round it.
+template <typename T>
+__device__ __forceinline__ void store_copy_unit(uint4* at, const float* v) {
+  constexpr int kc = Kc<T>::value;
+  union {
+    uint4 u;
+    uint32_t f[4];
+    T h[kc];
+  } out;
+#pragma unroll
+  for (int jj = 0; jj < kc; ++jj) {
+    if constexpr (sizeof(T) == 4)
+      out.f[jj] = to_tf32(v[jj]);
+    else
+      out.h[jj] = Elem<T>::from_float(v[jj]);
+  }
+  *at = out.u;
+}
+
 // The copier warp's unit: npos consecutive positions of one channel block (BK channels,
 // cvalid of them real, the rest zeros) from src (channel c of position i at src[c * cstride
 // + i]) into xt's rows at dst (position i's BK channels at dst[i * BK / kc ..], float
@@ -1250,21 +1270,8 @@ __device__ __forceinline__ void copy_unit(const T* src, int64_t cstride, uint4* 
           const int i = p0 + step * b + (two ? 2 * lane + e : lane);
           if (i < npos) {
 #pragma unroll
-            for (int sb = 0; sb < kSlice / kc; ++sb) {
-              union {
-                uint4 u;
-                uint32_t f[4];
-                T h[kc];
-              } out;
-#pragma unroll
-              for (int jj = 0; jj < kc; ++jj) {
-                if constexpr (sizeof(T) == 4)
-                  out.f[jj] = to_tf32(v[b][e][sb * kc + jj]);
-                else
-                  out.h[jj] = Elem<T>::from_float(v[b][e][sb * kc + jj]);
-              }
-              dst[int64_t(i) * kSubs + c0 / kc + sb] = out.u;
-            }
+            for (int sb = 0; sb < kSlice / kc; ++sb)
+              store_copy_unit<T>(dst + int64_t(i) * kSubs + c0 / kc + sb, v[b][e] + sb * kc);
           }
         }
       }
@@ -1369,21 +1376,9 @@ __device__ __forceinline__ void copy_unit_wup(const T* src, int64_t cstride, uin
       for (int b = 0; b < kGroups; ++b) {
         if (!in[b]) continue;
 #pragma unroll
-        for (int sb = 0; sb < kSl / kc; ++sb) {
-          union {
-            uint4 u;
-            uint32_t f[4];
-            T h[kc];
-          } out;
-#pragma unroll
-          for (int jj = 0; jj < kc; ++jj) {
-            if constexpr (sizeof(T) == 4)
-              out.f[jj] = to_tf32(v[b][sb * kc + jj]);
-            else
-              out.h[jj] = Elem<T>::from_float(v[b][sb * kc + jj]);
-          }
-          dst[int64_t(p0 + 32 * b + lane) * kSubs + c0 / kc + sb] = out.u;
-        }
+        for (int sb = 0; sb < kSl / kc; ++sb)
+          store_copy_unit<T>(dst + int64_t(p0 + 32 * b + lane) * kSubs + c0 / kc + sb,
+                             v[b] + sb * kc);
       }
     }
   }
