@@ -1460,16 +1460,19 @@ TEST_P(CudaWgmmaUpsampled, MatchesFloat64Oracle) {
   if (!reason.empty()) GTEST_SKIP() << reason;
   const Case& c = upsampled_case_list()[static_cast<size_t>(GetParam())];
   const ScopedEnv env("CONVT_WG_WUP", "1"), env_sc("CONVT_WG_SCATTER", "0");
-  check_wgmma_case(c, 7727u * uint64_t(GetParam()) + 3,
-                   [](const Precision& precision, bool split, const std::string& what) {
-                     // (Split TF32 falls back to the TMA kernel where two of its stages do
-                     // not fit.)
-                     if (what.find("wgmma persistent") != std::string::npos)
-                       EXPECT_NE(what.find("zeros inserted along W (stride"), std::string::npos)
-                           << precision.name << ": " << what;
-                     else
-                       EXPECT_TRUE(split) << precision.name << ": " << what;
-                   });
+  const auto expect = [](const Precision& precision, bool split, const std::string& what) {
+    // (Split TF32 falls back to the TMA kernel where two of its stages do not fit.)
+    if (what.find("wgmma persistent") != std::string::npos)
+      EXPECT_NE(what.find("zeros inserted along W (stride"), std::string::npos)
+          << precision.name << ": " << what;
+    else
+      EXPECT_TRUE(split) << precision.name << ": " << what;
+  };
+  check_wgmma_case(c, 7727u * uint64_t(GetParam()) + 3, expect);
+  // The copier warps inserting the zeros (CONVT_WG_FUSED_COPY=1 asks for them).
+  SCOPED_TRACE("CONVT_WG_FUSED_COPY=1");
+  const ScopedEnv fused("CONVT_WG_FUSED_COPY", "1");
+  check_wgmma_case(c, 7727u * uint64_t(GetParam()) + 4, expect);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaUpsampled,
