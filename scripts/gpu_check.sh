@@ -27,6 +27,7 @@
 #   bash scripts/gpu_check.sh build install fold   # W taps folded into N wherever they can be, against nowhere
 #   bash scripts/gpu_check.sh build install merge   # W phases merged wherever W is strided, against not
 #   bash scripts/gpu_check.sh install copier-ab   # the copier warps' variants against the defaults
+#   bash scripts/gpu_check.sh install small-ab   # the models suite's layers under the planner's knobs
 #   ENV_AB="base= noxp=CONVT_WG_XP=0" bash scripts/gpu_check.sh install env-ab
 #     # one build timed under several CONVT_* settings, alternated (scripts/env_ab.py)
 #   ENV_AB="base= old=PYTHONPATH=/tmp/old" bash scripts/gpu_check.sh install install-old env-ab
@@ -254,6 +255,13 @@ if has copier-ab; then
   step copier-ab-models python3 scripts/env_ab.py --suite models --dtype fp32,bf16 --rounds 2 \
     --gpu-time base= all=CONVT_WG_FUSED_COPY=1 vecall=CONVT_WG_COPY_F32_VEC=1,CONVT_WG_FUSED_COPY=1
   grep -E "geomean" "$OUT/copier-ab-models.log" | tee -a "$SUMMARY"
+fi
+if has small-ab; then
+  # The models suite's small layers under the wgmma planner's knobs (K steps of fewer
+  # channels: more stages; fewer positions a tile: more tiles), the GPU's time alone.
+  step small-ab python3 scripts/env_ab.py --suite models --dtype fp32,bf16 --rounds 2 \
+    --gpu-time base= bk32=CONVT_WG_BK=32 bk16=CONVT_WG_BK=16 n128=CONVT_WG_N=128
+  grep -E "geomean" "$OUT/small-ab.log" | tee -a "$SUMMARY"
 fi
 if has wg-bench; then
   # fp32 (TF32) and bf16 forward, 10 runs a side: the wgmma kernel on every case
