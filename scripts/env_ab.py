@@ -1,7 +1,8 @@
 """Times convt's forward under several environment settings of one installed build,
-alternating them round by round (kernel variants selected by CONVT_* variables), and
-prints each case's medians side by side with the geomean of each setting against the
-first. Only convt runs (scripts/time_cases.py in a subprocess per setting and round).
+alternating them round by round, every other round in reverse order (kernel variants
+selected by CONVT_* variables), and prints each case's medians side by side with the
+geomean of each setting against the first. Only convt runs (scripts/time_cases.py in a
+subprocess per setting and round).
 
     python scripts/env_ab.py --dtype fp32,bf16 --cases kb57,kb68 --rounds 2 \\
         base= noxp=CONVT_WG_XP=0 nc24=CONVT_WG_NC=24
@@ -61,8 +62,10 @@ def main():
     args = ap.parse_args()
     settings = [parse_setting(s) for s in args.settings]
     runs = {name: [] for name, _ in settings}
-    for _ in range(args.rounds):
-        for name, env in settings:
+    for r in range(args.rounds):
+        # (Every other round in reverse order: a setting's place in the round, e.g. the
+        # first after a pause, biases it by a few percent otherwise.)
+        for name, env in settings if r % 2 == 0 else settings[::-1]:
             times = {}
             for dtype in args.dtype.split(","):
                 times.update(run(dtype, args.cases or ALL_CASES if args.suite == "kernelbench"

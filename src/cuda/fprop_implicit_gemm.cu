@@ -299,8 +299,9 @@ static int wg_env_int(const char* name) {
 // The wgmma kernel's tile for p (see ImplicitGemmFpropPlan::wg and the kernel's header);
 // raw: a position-major tile that reads the input in place (float32 as TF32; see
 // ImplicitGemmFpropPlan::wg_raw); wmerge: W phases merged (ImplicitGemmFpropPlan::wg_wmerge).
-static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw = false,
-                            bool wmerge = false, bool wpairs = false, bool xp_ok = true) {
+// n_cap > 0: channel-major tiles of at most n_cap positions (plan_wgmma_tile).
+static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw,
+                                   bool wmerge, bool wpairs, bool xp_ok, int64_t n_cap) {
   auto no = [&](std::string why) {
     plan.wg = false;
     plan.wg_reason = std::move(why);
@@ -334,7 +335,8 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   const int hb_env = wg_env_int("CONVT_WG_HB"), bk_env = wg_env_int("CONVT_WG_BK");
   // (For measuring the planner: CONVT_WG_WV caps a tile's output columns per row, more rows
   // a tile; CONVT_WG_N caps the positions of a channel-major tile.)
-  const int wv_env = wg_env_int("CONVT_WG_WV"), n_env = wg_env_int("CONVT_WG_N");
+  const int wv_env = wg_env_int("CONVT_WG_WV");
+  const int64_t n_env = n_cap > 0 ? n_cap : wg_env_int("CONVT_WG_N");
   // The tile's channels. wgmma's M is 64 rows: 64 channels x N positions, unless a group
   // has at most 32 output channels, where that would leave half of M or more empty: then
   // a position-major tile, 256 positions (four m64 blocks) x nc channels, nc the group's
@@ -864,6 +866,60 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
                                   plan.wg_chunk_done_offset + plan.wg_chunk_done_bytes);
 }
 
+// The multiprocessors of the current device (132 on H100 SXM and H200; 132 where there is
+// none, for the planner's tests), kept per device.
+int wgmma_planner_sms() {
+  static std::atomic<int> kept[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 132;
+  }
+  int sms = dev >= 0 && dev < 64 ? kept[dev].load(std::memory_order_relaxed) : 0;
+  if (sms > 0) return sms;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      sms <= 0) {
+    (void)cudaGetLastError();
+    return 132;
+  }
+  if (dev >= 0 && dev < 64) kept[dev].store(sms, std::memory_order_relaxed);
+  return sms;
+}
+
+// The tile (plan_wgmma_tile_capped), with fewer positions a channel-major tile where that
+// fills the machine better: where the tiles are fewer than the blocks resident at once
+// (two per multiprocessor, as the stages are sized), each block runs one tile and the call
+// takes one tile's time, which a smaller N shortens as long as its tiles still fit: of the
+// N choices, the least waves x N (ceil(tiles / slots) x positions a tile; the largest N on
+// a tie). DCGAN's 100 -> 512 layer at batch 128 (4 x 4 planes stacked): 152 tiles of 208
+// positions or 256 of 128, measured on an H100 (docs/kernels.md): 0.050 -> 0.042 ms in
+// float32, 0.046 -> 0.042 in bfloat16. Position-major tiles have one N.
+// CONVT_WG_FILL=0 keeps the largest N.
+static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw = false,
+                            bool wmerge = false, bool wpairs = false, bool xp_ok = true) {
+  const ImplicitGemmFpropPlan in = plan;
+  plan_wgmma_tile_capped(p, plan, raw, wmerge, wpairs, xp_ok, 0);
+  const char* fill = std::getenv("CONVT_WG_FILL");
+  if (!plan.wg || plan.wg_nc != 0 || wg_env_int("CONVT_WG_N") > 0 ||
+      (fill != nullptr && fill[0] == '0'))
+    return;
+  const int64_t slots = 2 * int64_t(wgmma_planner_sms());
+  if (plan.wg_tiles >= slots) return;
+  int64_t best = plan.wg_n;  // one wave
+  for (int i = wg::kNumN - 1; i >= 0; --i) {
+    const int64_t n = wg::n_choice(i);
+    if (n >= plan.wg_n) continue;
+    ImplicitGemmFpropPlan c = in;
+    plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, n);
+    if (!c.wg || c.wg_n > n) continue;
+    const int64_t est = (c.wg_tiles + slots - 1) / slots * c.wg_n;
+    if (est < best) {
+      best = est;
+      plan = c;
+    }
+  }
+}
+
 // p with zeros inserted along W, wup - 1 between neighbouring input columns, and W stride
 // 1: output column o then reads upsampled column o + pad - k * dil for tap k, which holds
 // input column (o + pad - k * dil) / s where s divides it and zero elsewhere, the strided
@@ -937,13 +993,14 @@ struct PlanKey {
   MathMode math;
   ForwardKernel kernel;
   uint64_t env;
+  int sms;
   bool operator==(const PlanKey& o) const {
     return spatial_dims == o.spatial_dims && batch == o.batch && in_channels == o.in_channels &&
            out_channels == o.out_channels && groups == o.groups && input_size == o.input_size &&
            kernel_size == o.kernel_size && stride == o.stride && padding == o.padding &&
            output_padding == o.output_padding && dilation == o.dilation &&
            has_bias == o.has_bias && dtype == o.dtype && math == o.math && kernel == o.kernel &&
-           env == o.env;
+           env == o.env && sms == o.sms;
   }
 };
 
@@ -963,13 +1020,14 @@ uint64_t convt_env_fingerprint() {
 // Plans are kept per thread for the last few (problem, options, environment) they were
 // made for: a call plans up to three times (its workspace, its weight re-layout, its
 // launch) and a model's layers come back at every step. A plan depends on nothing else
-// (no device property: the launch checks the device).
+// but the current device's multiprocessor count (plan_wgmma_tile; the launch checks the
+// rest of the device).
 ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptions& options) {
   const PlanKey key{p.spatial_dims,   p.batch,      p.in_channels, p.out_channels,
                     p.groups,         p.input_size, p.kernel_size, p.stride,
                     p.padding,        p.output_padding, p.dilation, p.has_bias,
                     p.dtype,          options.math, options.forward_kernel,
-                    convt_env_fingerprint()};
+                    convt_env_fingerprint(), wgmma_planner_sms()};
   constexpr int kKept = 16;
   thread_local std::vector<std::pair<PlanKey, ImplicitGemmFpropPlan>> kept;
   thread_local int next = 0;

@@ -134,6 +134,11 @@ Problem wgmma_problem(const ImplicitGemmFpropPlan& plan, const Problem& p);
 constexpr int kTmaMaxStages = 8;
 int tma_pipeline_stages(DType dtype, int bn, int bk, int row_bytes, int w_taps);
 
+// The multiprocessors the wgmma planner fills (the current device's; 132 where there is no
+// device): channel-major tiles fewer than two per multiprocessor take a smaller N where
+// that shortens the call (plan_wgmma_tile; CONVT_WG_FILL=0 keeps the largest N).
+int wgmma_planner_sms();
+
 // The W phases the TMA kernel's grid runs (tma::TmaFpropParams::w_map). With `map`, only
 // the phases with W taps run, in ascending order ("owners"), and each also writes the bias
 // of the tap-less outputs after each of its own (owned[i] of them; the first owner also
