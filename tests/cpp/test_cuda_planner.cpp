@@ -713,14 +713,21 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
     } else if (math == MathMode::kStrictFP32) {
       want = k >= 128 || (k >= 96 && cog >= 48) || cog <= 16;
     } else {
+      // (Also where one plane a tile fills 1.5 times the share of the TMA kernel's W
+      // segments of 32 positions that phase 0's rows fill.)
       const bool strided = p.stride[0] * p.stride[1] * p.stride[2] > 1;
-      want = (k >= (strided ? 384 : 128) && cog >= 48) || k >= 1024 || cog <= 16;
+      const int64_t q2 = (p.output_sizes()[2] + p.stride[2] - 1) / p.stride[2];
+      const double fill = double(q2) / double((q2 + 31) / 32 * 32);
+      want = (k >= (strided ? 384 : 128) && cog >= 48) || k >= 1024 || cog <= 16 ||
+             forced.wg_used_plane >= 1.5 * fill;
     }
     EXPECT_FALSE(plan.wg_raw);  // (only where CONVT_WG_RAW=1 asks for it)
     // Where the tile would compute under 35% of its positions for outputs (few positions per
-    // sample and phase), the TMA kernel where its segments of 32 (float) or 64 (16-bit)
-    // positions along W are three-quarters full, else the gather kernel.
-    if (want && !forced.wg_wmerge && !forced.wg_wpairs && forced.wg_used < 0.35) {
+    // sample and phase; 20% with planes stacked), the TMA kernel where its segments of 32
+    // (float) or 64 (16-bit) positions along W are three-quarters full, else the gather
+    // kernel.
+    if (want && !forced.wg_wmerge && !forced.wg_wpairs &&
+        forced.wg_used < (forced.wg_stack > 1 ? 0.2 : 0.35)) {
       EXPECT_FALSE(plan.wg);
       EXPECT_NE(plan.wg_reason.find("% of its positions for outputs"), std::string::npos)
           << plan.wg_reason;
