@@ -976,7 +976,9 @@ std::size_t wgmma_max_shared_bytes() { return wg::kBlockSmem; }
 // at least kWgmmaMinUsedStacked: measured on an H100 (docs/kernels.md, "Short rows"), the
 // video GAN's 512 -> 256 layer (2 x 4 x 4 inputs, two D planes a tile, 25% used) runs 1.34x
 // (float32) and 1.94x (bfloat16) faster stacked than on the gather kernel; unstacked tiles
-// at 13% were 1.6x-1.9x slower than it (H200, before planes stacked).
+// at 13% were 1.6x-1.9x slower than it (H200, before planes stacked). Not in strict float32,
+// whose split TF32 triples the MMAs of the dropped positions: the same layer 0.583 -> 0.653
+// ms stacked (H100).
 static constexpr double kWgmmaMinUsed = 0.35, kWgmmaMinUsedStacked = 0.2;
 
 namespace {
@@ -1219,6 +1221,8 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
       // 3-D U-Net's 256 -> 256, kernel 2, stride 2), slower on rows of 24 at 75%.)
       const int64_t seg = 128 / e_size;
       const double tma_fill = double(q[2]) / double((q[2] + seg - 1) / seg * seg);
+      const double min_used =
+          plan.wg_stack > 1 && !plan.split ? kWgmmaMinUsedStacked : kWgmmaMinUsed;
       const bool take = p.dtype != DType::kFloat32 ? k_avg >= 64 || cog <= 16
                         : plan.split ? k_avg >= 128 || (k_avg >= 96 && cog >= 48) || cog <= 16
                                      : (k_avg >= (phases == 1 ? 128 : 384) && cog >= 48) ||
@@ -1230,7 +1234,7 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
         plan.wg_reason = detail::str_cat("reduction of ", int64_t(k_avg + 0.5),
                                          " per phase on average and ", cog,
                                          " output channels per group: the TMA kernel is faster");
-      } else if (plan.wg_used < (plan.wg_stack > 1 ? kWgmmaMinUsedStacked : kWgmmaMinUsed) ||
+      } else if (plan.wg_used < min_used ||
                  (plan.wg_stack > 1 && plan.wg_used_plane < kWgmmaMinUsed &&
                   2 * q[2] >= ((q[2] + 128 / e_size - 1) / (128 / e_size)) * (128 / e_size))) {
         // (Stacked planes against the TMA kernel: where one plane would use under 35% of
@@ -1239,7 +1243,7 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
         // (docs/kernels.md): HiFi-GAN's first layer, 32 positions a phase, 0.09 ms stacked
         // in bfloat16 against 0.065 on the TMA kernel; the DCGAN layers' rows of 1 and 4
         // positions 1.4x-1.6x faster stacked than on the TMA or gather kernel.)
-        stack_declined = plan.wg_used >= (plan.wg_stack > 1 ? kWgmmaMinUsedStacked : kWgmmaMinUsed);
+        stack_declined = plan.wg_used >= min_used;
         // A wgmma tile holds the rows of one (sample, D position) of a phase: where a phase
         // has few positions per sample (4 x 4 outputs of a DCGAN layer, 32 of a HiFi-GAN
         // one), most of its positions are computed and dropped. The TMA kernel's segments

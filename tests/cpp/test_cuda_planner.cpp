@@ -723,11 +723,12 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
     }
     EXPECT_FALSE(plan.wg_raw);  // (only where CONVT_WG_RAW=1 asks for it)
     // Where the tile would compute under 35% of its positions for outputs (few positions per
-    // sample and phase; 20% with planes stacked), the TMA kernel where its segments of 32
-    // (float) or 64 (16-bit) positions along W are three-quarters full, else the gather
-    // kernel.
-    if (want && !forced.wg_wmerge && !forced.wg_wpairs &&
-        forced.wg_used < (forced.wg_stack > 1 ? 0.2 : 0.35)) {
+    // sample and phase; 20% with planes stacked, but in strict float32), the TMA kernel
+    // where its segments of 32 (float) or 64 (16-bit) positions along W are three-quarters
+    // full, else the gather kernel.
+    const double min_used =
+        forced.wg_stack > 1 && math != MathMode::kStrictFP32 ? 0.2 : 0.35;
+    if (want && !forced.wg_wmerge && !forced.wg_wpairs && forced.wg_used < min_used) {
       EXPECT_FALSE(plan.wg);
       EXPECT_NE(plan.wg_reason.find("% of its positions for outputs"), std::string::npos)
           << plan.wg_reason;
