@@ -28,6 +28,7 @@
 #   bash scripts/gpu_check.sh build install merge   # W phases merged wherever W is strided, against not
 #   bash scripts/gpu_check.sh install copier-ab   # the copier warps' variants against the defaults
 #   bash scripts/gpu_check.sh install small-ab   # the models suite's layers under the planner's knobs
+#   bash scripts/gpu_check.sh install dispatch-ab   # the dispatch against each kernel forced
 #   ENV_AB="base= noxp=CONVT_WG_XP=0" bash scripts/gpu_check.sh install env-ab
 #     # one build timed under several CONVT_* settings, alternated (scripts/env_ab.py)
 #   ENV_AB="base= old=PYTHONPATH=/tmp/old" bash scripts/gpu_check.sh install install-old env-ab
@@ -255,6 +256,19 @@ if has copier-ab; then
   step copier-ab-models python3 scripts/env_ab.py --suite models --dtype fp32,bf16 --rounds 2 \
     --gpu-time base= all=CONVT_WG_FUSED_COPY=1 vecall=CONVT_WG_COPY_F32_VEC=1,CONVT_WG_FUSED_COPY=1
   grep -E "geomean" "$OUT/copier-ab-models.log" | tee -a "$SUMMARY"
+fi
+if has dispatch-ab; then
+  # The forward dispatch against each kernel forced, and zeros along W against the W phases,
+  # on the layers of published models and the short-rows suite (GPU time alone), and on the
+  # strided KernelBench cases.
+  S="base= wg=CONVT_FORWARD_KERNEL=implicit_gemm_wgmma tma=CONVT_FORWARD_KERNEL=implicit_gemm_tma wup0=CONVT_WG_WUP=0"
+  step dispatch-ab-models python3 scripts/env_ab.py --suite models --dtype fp32,bf16 --rounds 2 \
+    --gpu-time $S
+  step dispatch-ab-rows python3 scripts/env_ab.py --suite scripts/suites/short_rows.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time $S
+  step dispatch-ab-kb python3 scripts/env_ab.py --cases kb72,kb73,kb75,kb77,kb79,kb81 \
+    --dtype fp32,bf16 --rounds 2 $S
+  grep -E "geomean" "$OUT"/dispatch-ab-*.log | tee -a "$SUMMARY"
 fi
 if has small-ab; then
   # The models suite's small layers under the wgmma planner's knobs (K steps of fewer
