@@ -239,22 +239,20 @@ if has env-ab; then
   tail -n 40 "$OUT/env-ab.log" | tee -a "$SUMMARY"
 fi
 if has copier-ab; then
-  # The copier warps' variants against the defaults, one installed build (scripts/env_ab.py,
-  # two rounds): float's 16-byte loads (CONVT_WG_COPY_F32_VEC) and the copier wherever it can
-  # run (CONVT_WG_FUSED_COPY=1: position-major tiles, zeros inserted along W, every MAC
-  # count), in place of the transposition in the kernel for 16-bit types (CONVT_WG_XP=0),
-  # and on the models suite's small layers (the GPU's time alone, --gpu-time).
+  # The copier warps against the copy kernel and wherever they can run, one installed build
+  # (scripts/env_ab.py, two rounds): CONVT_WG_FUSED_COPY=0 / =1, and in place of the
+  # transposition in the kernel for 16-bit types (CONVT_WG_XP=0), and on the models suite's
+  # small layers (the GPU's time alone, --gpu-time).
   step copier-ab-fp32 python3 scripts/env_ab.py --dtype fp32 --rounds 2 \
-    --cases kb57,kb61,kb64,kb65,kb68,kb69,kb70,kb75,kb77,kb79,kb81 \
-    base= vec=CONVT_WG_COPY_F32_VEC=1 vecall=CONVT_WG_COPY_F32_VEC=1,CONVT_WG_FUSED_COPY=1 \
+    --cases kb57,kb61,kb64,kb65,kb68,kb69,kb70 base= copy=CONVT_WG_FUSED_COPY=0 \
     all=CONVT_WG_FUSED_COPY=1
   grep -E "geomean" "$OUT/copier-ab-fp32.log" | tee -a "$SUMMARY"
   step copier-ab-16 python3 scripts/env_ab.py --dtype bf16,fp16 --rounds 2 \
-    --cases kb57,kb64,kb70,kb71,kb74,kb75,kb77,kb78,kb79,kb81 \
+    --cases kb57,kb61,kb64,kb65,kb68,kb69,kb74 \
     base= all=CONVT_WG_FUSED_COPY=1 noxp=CONVT_WG_XP=0,CONVT_WG_FUSED_COPY=1
   grep -E "geomean" "$OUT/copier-ab-16.log" | tee -a "$SUMMARY"
   step copier-ab-models python3 scripts/env_ab.py --suite models --dtype fp32,bf16 --rounds 2 \
-    --gpu-time base= all=CONVT_WG_FUSED_COPY=1 vecall=CONVT_WG_COPY_F32_VEC=1,CONVT_WG_FUSED_COPY=1
+    --gpu-time base= all=CONVT_WG_FUSED_COPY=1
   grep -E "geomean" "$OUT/copier-ab-models.log" | tee -a "$SUMMARY"
 fi
 if has dispatch-ab; then

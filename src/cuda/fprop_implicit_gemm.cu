@@ -845,19 +845,17 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // (wg_copy_vec; 4-byte loads of pairs were 1.3x-4x slower than the copy kernel): on an
   // H200, bf16 kb61 0.86x, kb65 0.87x, kb69 0.95x, kb68 0.98x of the time.
   // CONVT_WG_FUSED_COPY=0 runs the copy kernel everywhere, =1 takes the copier warps
-  // wherever they can run, with any load width, position-major tiles too.
+  // wherever they can run, with any load width.
   {
     const char* fc = std::getenv("CONVT_WG_FUSED_COPY");
     const int fc_env = fc != nullptr && (fc[0] == '0' || fc[0] == '1') ? fc[0] - '0' : -1;
     const double macs =
         double(cog) * double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]);
-    // (Position-major tiles only where asked for: their kernels with a copier warp are
-    // variants of their own, not measured yet.)
-    const bool can = plan.wg_chunk_done_bytes > 0 && !plan.wg_xp && fold == 1 && !wpairs &&
-                     !wmerge && !scatter;
+    const bool can = plan.wg_chunk_done_bytes > 0 && !plan.wg_xp && nc == 0 && fold == 1 &&
+                     !wpairs && !wmerge && !scatter;
     const double input_bytes = double(p.batch) * double(p.in_channels) * double(plane) * e;
     plan.wg_copy_fused =
-        can && (fc_env == 1 || (fc_env != 0 && nc == 0 && macs >= (e == 4 ? 512 : 1024) &&
+        can && (fc_env == 1 || (fc_env != 0 && macs >= (e == 4 ? 512 : 1024) &&
                                 p.input_size[2] >= 32 && input_bytes >= 64.0 * (1 << 20)));
     plan.wg_copy_vec = plan.wg_copy_fused && e == 2 && fc_env != 1;
   }
@@ -1157,14 +1155,7 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
         if (up.wg && (wup_env == 1 || memory_bound_with_w_zeros(p, plan.split, up.wg_nc))) {
           plan = up;
           plan.wg_wup = int(p.stride[2]);
-          // (The copy inserts the zeros: the copier warps do so only where
-          // CONVT_WG_FUSED_COPY=1 asks for them, not measured yet, with scalar loads and
-          // 32-bit positions within a sample's plane.)
-          const char* fc = std::getenv("CONVT_WG_FUSED_COPY");
-          const Problem u = w_upsampled(p, p.stride[2]);
-          plan.wg_copy_fused = plan.wg_copy_fused && fc != nullptr && fc[0] == '1' &&
-                               u.input_size[0] * u.input_size[1] * u.input_size[2] < INT_MAX;
-          plan.wg_copy_vec = false;
+          plan.wg_copy_fused = false;  // (the copy inserts the zeros)
           upsampled = true;
         }
       }
@@ -1470,11 +1461,10 @@ bool wgmma_input_transposed_in_kernel(const ImplicitGemmFpropPlan& plan, const P
 
 bool wgmma_input_copied_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                   const TensorRef& x) {
-  if (!plan.wg || !plan.wg_copy_fused || plan.wg_xp || plan.wg_raw || plan.split) return false;
-  // (p as the kernel runs it: with zeros inserted along W, x's rows are every wup-th column
-  // of p's.)
-  const int64_t iw = (p.input_size[2] - 1) / plan.wg_wup + 1, ih = p.input_size[1],
-                id = p.input_size[0];
+  if (!plan.wg || !plan.wg_copy_fused || plan.wg_xp || plan.wg_raw || plan.split ||
+      plan.wg_wup > 1)
+    return false;
+  const int64_t iw = p.input_size[2], ih = p.input_size[1], id = p.input_size[0];
   return x.strides[4] == 1 && (ih == 1 || x.strides[3] == iw) &&
          (id == 1 || x.strides[2] == ih * iw) &&
          (!plan.wg_copy_vec || wgmma_copier_positions_per_load(plan, p, x) == 8);
@@ -1483,19 +1473,13 @@ bool wgmma_input_copied_in_kernel(const ImplicitGemmFpropPlan& plan, const Probl
 int wgmma_copier_positions_per_load(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                     const TensorRef& x) {
   const int64_t e = dtype_size(p.dtype);
-  if (plan.wg_wup > 1) return 1;  // (zeros inserted along W: copy_unit_wup's scalar loads)
+  if (e != 2) return 1;
   const int64_t plane = p.input_size[0] * p.input_size[1] * p.input_size[2];
   const auto aligned = [&](int64_t k) {
     return plane % k == 0 && x.strides[0] % k == 0 && x.strides[1] % k == 0 &&
            plan.wg_copy_chunk % k == 0 &&
            reinterpret_cast<std::uintptr_t>(x.data) % std::uintptr_t(k * e) == 0;
   };
-  if (e == 4) {
-    // (Float: 4 positions per 16-byte load only where asked for, CONVT_WG_COPY_F32_VEC=1:
-    // not measured yet.)
-    const char* v = std::getenv("CONVT_WG_COPY_F32_VEC");
-    return v != nullptr && v[0] == '1' && aligned(4) ? 4 : 1;
-  }
   return aligned(8) ? 8 : aligned(2) ? 2 : 1;
 }
 

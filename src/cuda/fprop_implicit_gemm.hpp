@@ -186,17 +186,15 @@ bool wgmma_input_transposed_in_kernel(const ImplicitGemmFpropPlan& plan, const P
                                       const TensorRef& x);
 
 // Whether the wgmma kernel of `plan` copies the input itself, its copier warps making the
-// copy while the tiles run (plan.wg_copy_fused; not split TF32), where x is NC... with each
-// sample's D x H x W positions contiguous. Else a copy kernel runs first. p: the problem as
-// the kernel runs it (wgmma_problem: with zeros inserted along W, x has fewer columns).
+// copy while the tiles run (plan.wg_copy_fused; no zeros inserted, not split TF32), where x
+// is NC... with each sample's D x H x W positions contiguous. Else a copy kernel runs first.
 bool wgmma_input_copied_in_kernel(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                   const TensorRef& x);
 
-// The copier warps' positions per load of a channel of x: in 16-bit types 8 where every run
+// The copier warps' positions per load of a channel of x (16-bit types): 8 where every run
 // of 8 they load is one aligned 16-byte load (the plane, x's sample and channel strides and
 // the plan's chunks multiples of 8, x 16-byte aligned), 2 where every pair is an aligned
-// 4-byte load, else 1; in float 4 where runs of 4 are so aligned and CONVT_WG_COPY_F32_VEC=1
-// asks for them (opt-in), else 1; 1 with zeros inserted along W.
+// 4-byte load, else 1 (and 1 for float).
 int wgmma_copier_positions_per_load(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                     const TensorRef& x);
 

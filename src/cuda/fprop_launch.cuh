@@ -288,13 +288,13 @@ void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
 // ---------------------------------------------------------------------------------------
 
 template <typename T, int N, bool kSplit, int NC = 0, bool kRaw = false, int FOLD = 1,
-          int WPH = 1, bool kXp = false,
-          bool kCopy = wg::has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH)>
+          int WPH = 1, bool kXp = false>
 void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
                     cudaStream_t stream, int device) {
   static std::atomic<uint64_t> smem_set{0};
-  const auto kernel = wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH, kXp, kCopy>;
-  constexpr int threads = wg::block_threads(kXp, kCopy);
+  const auto kernel = wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH, kXp>;
+  constexpr int threads =
+      wg::block_threads(kXp, wg::has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH));
   allow_smem(kernel, wg::kBlockSmem, device, smem_set);
   // Persistent: as many blocks as are resident at once, at most one per tile.
   static std::atomic<int> cached_sms{0};
@@ -355,28 +355,10 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
 
 // The wgmma kernel's position-major tiles (256 positions x nc channels), compiled in
 // translation units of their own (fprop_launch_*_pos.cu); split TF32 up to 32 channels.
-// copier: the variants with a copier warp, for the input copied while the tiles run
-// (Params::fused; not split TF32, no W phase pairs).
 template <typename T, bool kSplit>
 void launch_wgmma_pos(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
-                      cudaStream_t stream, int device, int nc, int wph, bool copier) {
+                      cudaStream_t stream, int device, int nc, int wph) {
   using fprop_detail::launch_wgmma_n;
-  if constexpr (!kSplit) {
-    if (copier) {
-      CONVT_CHECK(wph == 1, "convt: wgmma W phase pairs with the copier warps");
-      switch (nc) {
-        case 8: launch_wgmma_n<T, 256, false, 8, false, 1, 1, false, true>(fp, map, smem, stream, device); return;
-        case 16: launch_wgmma_n<T, 256, false, 16, false, 1, 1, false, true>(fp, map, smem, stream, device); return;
-        case 24: launch_wgmma_n<T, 256, false, 24, false, 1, 1, false, true>(fp, map, smem, stream, device); return;
-        case 32: launch_wgmma_n<T, 256, false, 32, false, 1, 1, false, true>(fp, map, smem, stream, device); return;
-        default:
-          CONVT_CHECK(nc == 48, "convt: wgmma position-major tile of ", nc, " channels");
-          launch_wgmma_n<T, 256, false, 48, false, 1, 1, false, true>(fp, map, smem, stream, device);
-          return;
-      }
-    }
-  }
-  CONVT_CHECK(!copier, "convt: split TF32 has no copier warps");
   // (W phase pairs in registers: 8 to 32 channels, not split TF32.)
   if constexpr (!kSplit) {
     if (wph == 2) {
@@ -639,13 +621,9 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     const int64_t plane = p.input_size[0] * p.input_size[1] * p.input_size[2];
     fp.copy_chunks = int((plane + plan.wg_copy_chunk - 1) / plan.wg_copy_chunk);
     // (16-bit types: eight positions per 16-byte load where every such run is aligned, else
-    // two per 4-byte load where every such pair is; float: four per 16-byte load where asked
-    // for and aligned.)
+    // two per 4-byte load where every such pair is.)
     const int per_load = wgmma_copier_positions_per_load(plan, p, x);
-    fp.copy_pairs = per_load >= 4 ? 2 : per_load == 2 ? 1 : 0;
-    // (Zeros inserted along W: x's rows are (W - 1) / wup + 1 columns of the copy's W.)
-    fp.copy_wup = plan.wg_wup;
-    fp.copy_win = int((p.input_size[2] - 1) / plan.wg_wup + 1);
+    fp.copy_pairs = per_load == 8 ? 2 : per_load == 2 ? 1 : 0;
   }
   for (int d = 0; d < 3; ++d) fp.in[d] = int(p.input_size[d]);
   fp.batch = int(p.batch);
@@ -759,7 +737,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     CONVT_CHECK(plan.wg_n == 256, "convt: wgmma position-major tile of ", plan.wg_n,
                 " positions");
     launch_wgmma_pos<T, kSplit>(fp, map, smem, opt.stream, device, plan.wg_nc,
-                                plan.wg_wpairs ? 2 : 1, fp.fused != 0);
+                                plan.wg_wpairs ? 2 : 1);
   } else if constexpr (kSplit) {
     // (The planner gives split TF32 128 positions: not built for more.)
     CONVT_CHECK(plan.wg_n == 128, "convt: split TF32 wgmma tile of ", plan.wg_n, " positions");
@@ -811,8 +789,7 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
 // extern).
 #define CONVT_INSTANTIATE_WGMMA_LAUNCH(T, kSplit)                                          \
   extern template void launch_wgmma_pos<T, kSplit>(const wg::Params&, const CUtensorMap&,  \
-                                                   std::size_t, cudaStream_t, int, int, int, \
-                                                   bool);                                    \
+                                                   std::size_t, cudaStream_t, int, int, int); \
   CONVT_EXTERN_WGMMA_FOLD(T, 8);                                                           \
   CONVT_EXTERN_WGMMA_FOLD(T, 16);                                                          \
   CONVT_EXTERN_WGMMA_FOLD(T, 24);                                                          \
@@ -844,4 +821,4 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
                                        cudaStream_t, int, int, int)
 #define CONVT_INSTANTIATE_WGMMA_POS(T, kSplit)                                              \
   template void launch_wgmma_pos<T, kSplit>(const wg::Params&, const CUtensorMap&,         \
-                                            std::size_t, cudaStream_t, int, int, int, bool)
+                                            std::size_t, cudaStream_t, int, int, int)

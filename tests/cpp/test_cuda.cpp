@@ -1216,9 +1216,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaFewerStages,
 
 // The input copy: by default the forward kernel's copier warps make it while the tiles run,
 // for rows of 32 columns or more; CONVT_WG_FUSED_COPY=1 takes them for every row width (most
-// of these cases' rows are narrower), =0 runs the copy kernel before the forward. The
-// cases' planes give every load width of the copier (16-bit types: 8, 2 or 1 positions a
-// load); CONVT_WG_COPY_F32_VEC=1 adds float's 4.
+// of these cases' rows are narrower), =0 runs the copy kernel before the forward.
 class CudaWgmmaFusedCopy : public ::testing::TestWithParam<int> {};
 
 TEST_P(CudaWgmmaFusedCopy, MatchesFloat64Oracle) {
@@ -1229,12 +1227,6 @@ TEST_P(CudaWgmmaFusedCopy, MatchesFloat64Oracle) {
     SCOPED_TRACE(std::string("CONVT_WG_FUSED_COPY=") + v);
     const ScopedEnv env("CONVT_WG_FUSED_COPY", v);
     check_wgmma_case(c, 6421u * uint64_t(GetParam()) + 3, expect_wgmma_kernel);
-  }
-  {
-    SCOPED_TRACE("CONVT_WG_FUSED_COPY=1 CONVT_WG_COPY_F32_VEC=1");
-    const ScopedEnv env("CONVT_WG_FUSED_COPY", "1");
-    const ScopedEnv vec("CONVT_WG_COPY_F32_VEC", "1");
-    check_wgmma_case(c, 6421u * uint64_t(GetParam()) + 4, expect_wgmma_kernel);
   }
 }
 
@@ -1460,19 +1452,16 @@ TEST_P(CudaWgmmaUpsampled, MatchesFloat64Oracle) {
   if (!reason.empty()) GTEST_SKIP() << reason;
   const Case& c = upsampled_case_list()[static_cast<size_t>(GetParam())];
   const ScopedEnv env("CONVT_WG_WUP", "1"), env_sc("CONVT_WG_SCATTER", "0");
-  const auto expect = [](const Precision& precision, bool split, const std::string& what) {
-    // (Split TF32 falls back to the TMA kernel where two of its stages do not fit.)
-    if (what.find("wgmma persistent") != std::string::npos)
-      EXPECT_NE(what.find("zeros inserted along W (stride"), std::string::npos)
-          << precision.name << ": " << what;
-    else
-      EXPECT_TRUE(split) << precision.name << ": " << what;
-  };
-  check_wgmma_case(c, 7727u * uint64_t(GetParam()) + 3, expect);
-  // The copier warps inserting the zeros (CONVT_WG_FUSED_COPY=1 asks for them).
-  SCOPED_TRACE("CONVT_WG_FUSED_COPY=1");
-  const ScopedEnv fused("CONVT_WG_FUSED_COPY", "1");
-  check_wgmma_case(c, 7727u * uint64_t(GetParam()) + 4, expect);
+  check_wgmma_case(c, 7727u * uint64_t(GetParam()) + 3,
+                   [](const Precision& precision, bool split, const std::string& what) {
+                     // (Split TF32 falls back to the TMA kernel where two of its stages do
+                     // not fit.)
+                     if (what.find("wgmma persistent") != std::string::npos)
+                       EXPECT_NE(what.find("zeros inserted along W (stride"), std::string::npos)
+                           << precision.name << ": " << what;
+                     else
+                       EXPECT_TRUE(split) << precision.name << ": " << what;
+                   });
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaUpsampled,

@@ -30,9 +30,9 @@
 //     box row at a time.) A channels_last 16-bit input of a 1-D or 2-D problem already
 //     has this layout where its groups are whole K steps: the tensor map then covers x
 //     itself, dims (bk, W, H, channel blocks of a sample, N) (Params::cl_chunks), and
-//     there is no copy. Where the plan says so (channel-major tiles with many multiply-adds
-//     per input element, large inputs; ImplicitGemmFpropPlan::wg_copy_fused), no copy
-//     kernel runs: the forward kernel's copier warps (warp 5 of
+//     there is no copy. Where the plan says so (float as TF32 on channel-major tiles with
+//     many multiply-adds per input element, large inputs; ImplicitGemmFpropPlan::
+//     wg_copy_fused), no copy kernel runs: the forward kernel's copier warps (warp 5 of
 //     each block) make the same copy while the tiles run, chunk by chunk in the order the
 //     tiles take the input, each chunk's count going up once it is written (Params::fused,
 //     chunk_done), and a tile's producer waits for the chunks that hold the rows its
@@ -106,7 +106,7 @@
 // 64 x bk in the K-major core-matrix layout: one bulk copy per K step.
 //
 // Roles (160 threads, 192 with kXp or a copier): warps 0-3 are the consumer warpgroup, warp
-// 4's first lane the producer, warp 5 the transposer (kXp) or the copier (kCopy). The
+// 4's first lane the producer, warp 5 the transposer (kXp) or the copier (has_copier). The
 // grid is persistent (as many blocks as are resident, two per multiprocessor); the producer
 // takes tiles from a global counter (one atomic per tile, which balances phases of unequal
 // work), decodes them, and fills a ring of stages, each a header (what the consumers need
@@ -167,18 +167,12 @@ constexpr int kXpMaxPieces = 16;
 constexpr int kXpMetaBytes = 1024;
 // The channel-major kernels that read the copy of the input (not split TF32, no W taps
 // folded, no W phase pairs) have a copier warp, warp 5, that makes the copy while the tiles
-// run where the plan asks for it (Params::fused). The position-major ones have it only in
-// variants of their own (the kernel's kCopy; launched where the plan's copy is fused): their
-// small tiles run three blocks per multiprocessor where the registers allow, which a sixth
-// warp would not.
+// run where the plan asks for it (Params::fused). (Not the position-major ones: their small
+// tiles run three blocks per multiprocessor where the registers allow, which a sixth warp
+// would not.)
 __host__ __device__ constexpr bool has_copier(bool xp, bool raw, bool split, int nc, int fold,
                                               int wph) {
   return !xp && !raw && !split && nc == 0 && fold == 1 && wph == 1;
-}
-// Whether a kernel variant may have the copier warp at all (kCopy).
-__host__ __device__ constexpr bool copier_allowed(bool xp, bool raw, bool split, int fold,
-                                                  int wph) {
-  return !xp && !raw && !split && fold == 1 && wph == 1;
 }
 __host__ __device__ constexpr int block_threads(bool xp, bool copier = false) {
   return xp || copier ? 192 : 160;
@@ -324,16 +318,15 @@ struct Params {
   // same ones: the next tile's same step, where the tile's K steps divide the stages and
   // both tiles have one group, channel tile and phase) does not copy them again.
   int w_reuse;
-  // The input copied by the copier warps while the tiles run (kCopy kernels; no copy
+  // The input copied by the copier warps while the tiles run (has_copier kernels; no copy
   // kernel ran): fused 1, the input x (N, C, D, H, W, each sample's D x H x W positions
   // contiguous; in[] its D, H, W), the copy xt, copy_counter (zero at launch) handing out
   // units of copy_chunk consecutive positions of one (sample, group) and one channel block
   // (copy_chunks chunks per (sample, group)), chunk_done[(n G + g) copy_chunks + chunk] (zero
   // at launch) counting a chunk's channel blocks copied; the producer waits for the chunks
   // that hold the rows a tile reads. copy_pairs (16-bit types): 1, two positions per 4-byte
-  // load (x's channel and sample strides and the plane even, x 4-byte aligned); 2, a 16-byte
-  // load of 8 positions (16-bit types: the same, multiples of 8 and 16 bytes) or of 4
-  // (float, multiples of 4), copy_unit_vec.
+  // load (x's channel and sample strides and the plane even, x 4-byte aligned); 2, eight per
+  // 16-byte load (the same, multiples of 8 and 16 bytes; copy_unit_vec8).
   int fused;
   int in[3];
   const void* x;
@@ -342,9 +335,6 @@ struct Params {
   int* copy_counter;
   int* chunk_done;
   int copy_chunk, copy_chunks, copy_pairs;
-  // Zeros inserted along W (the plan's wup; 1: none): the copy's rows of in[2] columns hold
-  // x's rows of copy_win columns at every copy_wup-th column (copy_unit_wup).
-  int copy_wup, copy_win;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -1196,26 +1186,6 @@ __device__ __forceinline__ void mbar_arrive_count(uint32_t bar, uint32_t count) 
                : "memory");
 }
 
-// One 16-byte unit of a copy row: Kc<T> channels' values v, float rounded to TF32 as the
-// copy kernels round it.
-template <typename T>
-__device__ __forceinline__ void store_copy_unit(uint4* at, const float* v) {
-  constexpr int kc = Kc<T>::value;
-  union {
-    uint4 u;
-    uint32_t f[4];
-    T h[kc];
-  } out;
-#pragma unroll
-  for (int jj = 0; jj < kc; ++jj) {
-    if constexpr (sizeof(T) == 4)
-      out.f[jj] = to_tf32(v[jj]);
-    else
-      out.h[jj] = Elem<T>::from_float(v[jj]);
-  }
-  *at = out.u;
-}
-
 // The copier warp's unit: npos consecutive positions of one channel block (BK channels,
 // cvalid of them real, the rest zeros) from src (channel c of position i at src[c * cstride
 // + i]) into xt's rows at dst (position i's BK channels at dst[i * BK / kc ..], float
@@ -1270,8 +1240,21 @@ __device__ __forceinline__ void copy_unit(const T* src, int64_t cstride, uint4* 
           const int i = p0 + step * b + (two ? 2 * lane + e : lane);
           if (i < npos) {
 #pragma unroll
-            for (int sb = 0; sb < kSlice / kc; ++sb)
-              store_copy_unit<T>(dst + int64_t(i) * kSubs + c0 / kc + sb, v[b][e] + sb * kc);
+            for (int sb = 0; sb < kSlice / kc; ++sb) {
+              union {
+                uint4 u;
+                uint32_t f[4];
+                T h[kc];
+              } out;
+#pragma unroll
+              for (int jj = 0; jj < kc; ++jj) {
+                if constexpr (sizeof(T) == 4)
+                  out.f[jj] = to_tf32(v[b][e][sb * kc + jj]);
+                else
+                  out.h[jj] = Elem<T>::from_float(v[b][e][sb * kc + jj]);
+              }
+              dst[int64_t(i) * kSubs + c0 / kc + sb] = out.u;
+            }
           }
         }
       }
@@ -1279,23 +1262,22 @@ __device__ __forceinline__ void copy_unit(const T* src, int64_t cstride, uint4* 
   }
 }
 
-// The copier warp's unit where every kc consecutive positions of a channel are one aligned
-// 16-byte load (Params::copy_pairs == 2; kc = 8 in 16-bit types, 4 in float, where
-// CONVT_WG_COPY_F32_VEC=1 asks for it): lane l takes positions kc l .. kc l + kc - 1 of each
-// 32 kc, 16 channels at a time (BK = 8: 8), all their loads issued before any store, and
-// transposes each kc x kc block of (channels, positions) in its registers: position i's kc
-// channels of the block are one 16-byte store into its row. In 16-bit types two channels'
-// halves of a position are one byte permute, the values moving bit for bit; float rounds to
-// TF32 as the copy kernels do. Four times the bytes in flight of the 16-bit pairs' 4-byte
-// loads, twice those of float's scalar loads. npos is a multiple of kc.
+// The copier warp's unit in 16-bit types where every 8 consecutive positions of a channel
+// are one aligned 16-byte load (Params::copy_pairs == 2): lane l takes positions 8 l ..
+// 8 l + 7 of each 256, 16 channels at a time (BK = 8: 8), all their loads issued before any
+// store, and transposes each 8 x 8 block of (channels, positions) in its registers, two
+// channels' halves of a position a byte permute: position i's 8 channels of the block are
+// one 16-byte store into its row. Four times the bytes in flight of the pairs' 4-byte loads
+// and no conversions (the values move bit for bit). npos is a multiple of 8.
 template <typename T, int BK>
-__device__ __forceinline__ void copy_unit_vec(const T* src, int64_t cstride, uint4* dst,
-                                              int npos, int cvalid, int lane) {
-  constexpr int kc = Kc<T>::value;  // channels a 16-byte unit of a row = positions a load
+__device__ __forceinline__ void copy_unit_vec8(const T* src, int64_t cstride, uint4* dst,
+                                               int npos, int cvalid, int lane) {
+  static_assert(sizeof(T) == 2, "16-bit types");
+  constexpr int kc = Kc<T>::value;  // 8 channels a 16-byte unit of a row
   constexpr int kSubs = BK / kc;
   constexpr int kSl = BK < 16 ? BK : 16;
-  for (int p0 = 0; p0 < npos; p0 += 32 * kc) {
-    const int i0 = p0 + kc * lane;
+  for (int p0 = 0; p0 < npos; p0 += 256) {
+    const int i0 = p0 + 8 * lane;
     const bool in = i0 < npos;
 #pragma unroll
     for (int c0 = 0; c0 < BK; c0 += kSl) {
@@ -1310,75 +1292,22 @@ __device__ __forceinline__ void copy_unit_vec(const T* src, int64_t cstride, uin
         v[cc][2] = u.z;
         v[cc][3] = u.w;
       }
-      if (!in) continue;
+      if (in) {
 #pragma unroll
-      for (int j = 0; j < kc; ++j) {
+        for (int j = 0; j < 8; ++j) {
+          // (Position j is the low half of word j / 2 for even j, the high half for odd j;
+          // channel 2k of the pair goes to the low half of output word k.)
+          const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
 #pragma unroll
-        for (int sb = 0; sb < kSl / kc; ++sb) {
-          uint32_t o[4];
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            if constexpr (sizeof(T) == 2) {
-              // (Position j is the low half of word j / 2 for even j, the high half for odd
-              // j; channel 2k of the pair goes to the low half of output word k.)
-              o[k] = __byte_perm(v[sb * kc + 2 * k][j >> 1], v[sb * kc + 2 * k + 1][j >> 1],
-                                 (j & 1) ? 0x7632u : 0x5410u);
-            } else {
-              o[k] = to_tf32(__uint_as_float(v[sb * kc + k][j]));
-            }
+          for (int sb = 0; sb < kSl / kc; ++sb) {
+            uint4 o;
+            o.x = __byte_perm(v[sb * kc + 0][j >> 1], v[sb * kc + 1][j >> 1], sel);
+            o.y = __byte_perm(v[sb * kc + 2][j >> 1], v[sb * kc + 3][j >> 1], sel);
+            o.z = __byte_perm(v[sb * kc + 4][j >> 1], v[sb * kc + 5][j >> 1], sel);
+            o.w = __byte_perm(v[sb * kc + 6][j >> 1], v[sb * kc + 7][j >> 1], sel);
+            dst[int64_t(i0 + j) * kSubs + c0 / kc + sb] = o;
           }
-          dst[int64_t(i0 + j) * kSubs + c0 / kc + sb] = make_uint4(o[0], o[1], o[2], o[3]);
         }
-      }
-    }
-  }
-}
-
-// The copier warp's unit with zeros inserted along W (Params::copy_wup = s > 1): positions
-// pos0 .. pos0 + npos - 1 of the copy's D x H x wout plane (wout = (win - 1) s + 1 columns a
-// row), position q holding, at row q / wout and column c, input column c / s of that row
-// where s divides c, else zeros; src: the unit's first channel at the sample's first
-// position (x's rows of win columns contiguous). Lane l takes positions l, l + 32 (two
-// groups of 32 at once), 16 channels' loads of both in flight (BK = 8: 8), then stores each
-// position's row 16 bytes at a time, float rounded to TF32.
-template <typename T, int BK>
-__device__ __forceinline__ void copy_unit_wup(const T* src, int64_t cstride, uint4* dst,
-                                              int64_t pos0, int npos, int cvalid, int wout,
-                                              int win, int s, int lane) {
-  constexpr int kc = Kc<T>::value;
-  constexpr int kSubs = BK / kc;
-  constexpr int kSl = BK < 16 ? BK : 16;
-  constexpr int kGroups = 1;
-  for (int p0 = 0; p0 < npos; p0 += 32 * kGroups) {
-    int64_t off[kGroups];
-    bool in[kGroups], ok[kGroups];
-#pragma unroll
-    for (int b = 0; b < kGroups; ++b) {
-      // (32-bit division: the planner keeps the copy's plane below 2^31 positions here.)
-      const int i = p0 + 32 * b + lane;
-      const int q = int(pos0) + i, r = q / wout;
-      const int c = q - r * wout;
-      in[b] = i < npos;
-      ok[b] = in[b] && c % s == 0;
-      off[b] = int64_t(r) * win + c / s;
-    }
-#pragma unroll
-    for (int c0 = 0; c0 < BK; c0 += kSl) {
-      float v[kGroups][kSl];
-#pragma unroll
-      for (int b = 0; b < kGroups; ++b)
-#pragma unroll
-        for (int cc = 0; cc < kSl; ++cc)
-          v[b][cc] = ok[b] && c0 + cc < cvalid
-                         ? Elem<T>::to_float(src[int64_t(c0 + cc) * cstride + off[b]])
-                         : 0.f;
-#pragma unroll
-      for (int b = 0; b < kGroups; ++b) {
-        if (!in[b]) continue;
-#pragma unroll
-        for (int sb = 0; sb < kSl / kc; ++sb)
-          store_copy_unit<T>(dst + int64_t(p0 + 32 * b + lane) * kSubs + c0 / kc + sb,
-                             v[b] + sb * kc);
       }
     }
   }
@@ -1541,12 +1470,11 @@ __device__ __forceinline__ void xp_transpose_piece_f32(uint32_t piece, uint32_t 
 // kXp (16-bit types or TF32, not kSplit or kRaw): the input transposed in the kernel (see the
 // top of this file); map is then the raw tensor map over x, and warp 5 transposes.
 template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1,
-          int WPH = 1, bool kXp = false, bool kCopy = has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH)>
-__global__ void __launch_bounds__(block_threads(kXp, kCopy), 2)
+          int WPH = 1, bool kXp = false>
+__global__ void __launch_bounds__(block_threads(kXp,
+                                                has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH)),
+                                  2)
     fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
-  static_assert(!kCopy || copier_allowed(kXp, kRaw, kSplit, FOLD, WPH),
-                "the copier warp: kernels reading the copy, not split TF32, no folded W taps "
-                "or W phase pairs");
   static_assert(!kXp || (!kSplit && !kRaw),
                 "the input transposed in the kernel: 16-bit types or TF32");
   static_assert(WPH == 1 || (WPH == 2 && NC > 0 && !kSplit && !kRaw && FOLD == 1),
@@ -1566,7 +1494,7 @@ __global__ void __launch_bounds__(block_threads(kXp, kCopy), 2)
   constexpr int kNA = kPos ? NC * FOLD : N;  // wgmma N
   constexpr int kCw = kPos ? NC * FOLD : kM;  // weight tile rows (output channels x folded taps)
   constexpr bool kFold = FOLD > 1;
-  constexpr bool kCopier = kCopy;
+  constexpr bool kCopier = has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH);
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Stages (1024-byte aligned: the swizzle patterns), then the headers, the epilogue's
   // staging, the tile info and the barriers.
@@ -1681,26 +1609,15 @@ __global__ void __launch_bounds__(block_threads(kXp, kCopy), 2)
         const T* src = x + n * p.x_str[0] + int64_t(g * p.cig + cb * p.bk) * p.x_str[1] + pos0;
         uint4* dst = xt + ((ng * p.cblocks + cb) * plane + pos0) * (p.bk / Kc<T>::value);
         constexpr int kc = Kc<T>::value;
-        if (p.copy_wup > 1) {
-          // (Zeros inserted along W: the copy's positions are not x's.)
-          const T* src0 = src - pos0;
-          if (p.bk == 2 * kc) {
-            copy_unit_wup<T, 2 * kc>(src0, p.x_str[1], dst, pos0, npos, cvalid, p.in[2],
-                                     p.copy_win, p.copy_wup, lane);
-          } else if (p.bk == 4 * kc) {
-            copy_unit_wup<T, 4 * kc>(src0, p.x_str[1], dst, pos0, npos, cvalid, p.in[2],
-                                     p.copy_win, p.copy_wup, lane);
-          } else {
-            copy_unit_wup<T, 8 * kc>(src0, p.x_str[1], dst, pos0, npos, cvalid, p.in[2],
-                                     p.copy_win, p.copy_wup, lane);
-          }
-        } else if (p.copy_pairs == 2) {
-          if (p.bk == 2 * kc) {
-            copy_unit_vec<T, 2 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
-          } else if (p.bk == 4 * kc) {
-            copy_unit_vec<T, 4 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
-          } else {
-            copy_unit_vec<T, 8 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
+        if (sizeof(T) == 2 && p.copy_pairs == 2) {
+          if constexpr (sizeof(T) == 2) {
+            if (p.bk == 2 * kc) {
+              copy_unit_vec8<T, 2 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
+            } else if (p.bk == 4 * kc) {
+              copy_unit_vec8<T, 4 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
+            } else {
+              copy_unit_vec8<T, 8 * kc>(src, p.x_str[1], dst, npos, cvalid, lane);
+            }
           }
         } else if (p.bk == 2 * kc) {
           copy_unit<T, 2 * kc>(src, p.x_str[1], dst, npos, cvalid, p.copy_pairs, lane);
