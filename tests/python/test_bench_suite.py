@@ -78,6 +78,19 @@ def test_small_groups_suite_file_loads():
     assert {c.dims for c in suite.cases} == {1, 2, 3}
 
 
+def test_short_rows_suite_file_loads():
+    """scripts/suites/short_rows.json (the dispatch's short-row layers, docs/kernels.md) is a
+    valid suite file whose phases have rows of 8 to 24 positions, and one control of 64."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / "suites" / "short_rows.json"
+    suite = load_suite(path)
+    assert suite.ids() == ["sr3d_k2", "sr2d_k2", "sr2d_k4", "sr2d_k3", "sr1d_k4", "sr2d_w24",
+                           "sr3d_k3", "sr2d_w64"]
+    rows = {c.id: -(-c.output_size[-1] // c.stride[-1]) for c in suite.cases}
+    assert rows == {"sr3d_k2": 8, "sr2d_k2": 16, "sr2d_k4": 16, "sr2d_k3": 16, "sr1d_k4": 16,
+                    "sr2d_w24": 24, "sr3d_k3": 16, "sr2d_w64": 64}
+    assert {c.dims for c in suite.cases} == {1, 2, 3}
+
+
 def test_kb72_fields():
     case = {c.id: c for c in load_suite("kernelbench").cases}["kb72"]
     assert case.dims == 3 and case.groups == 4 and not case.bias
