@@ -1803,6 +1803,17 @@ WeightRelayout weight_relayout_of(const ImplicitGemmFpropPlan& plan, const Probl
   return r;
 }
 
+std::string describe_plan_without_device(const Problem& p, const ExecOptions& opt) {
+  const ImplicitGemmFpropPlan plan = plan_implicit_gemm_fprop(p, opt);
+  if (!plan.usable) return plan.describe();
+  // (A contiguous input at a 256-byte aligned address: what the planner assumes.)
+  const TensorRef x(reinterpret_cast<void*>(std::uintptr_t(256)), p.dtype, Device::cuda(0),
+                    {p.batch, p.in_channels, p.input_size[0], p.input_size[1], p.input_size[2]});
+  if (plan.wg) return describe_wgmma(plan, p, x);
+  if (plan.tma) return describe_tma(plan, p);
+  return plan.describe();
+}
+
 std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                          const TensorRef& x, int device) {
   if (!plan.usable) return plan.describe();

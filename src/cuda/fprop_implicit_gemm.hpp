@@ -213,6 +213,12 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
 std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                          const TensorRef& x, int device);
 
+// What the forward would run for the canonical problem p with a contiguous NC... input on
+// a Hopper GPU of wgmma_planner_sms() multiprocessors, as describe_implicit_gemm_fprop says
+// it, without a device (the planner's tools and tests): the wgmma kernel where the plan
+// takes it, else the TMA kernel where it can run, else the plan's own description.
+std::string describe_plan_without_device(const Problem& p, const ExecOptions& opt);
+
 // Packs the weight into the workspace and runs the kernel (plan.usable must be true): the
 // TMA-fed kernel where plan.tma holds and the input's layout suits a tensor map, else the
 // plan's mma.sync kernel. Returns a description of what ran when `describe` is set.
