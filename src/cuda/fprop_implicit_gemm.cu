@@ -1805,7 +1805,8 @@ WeightRelayout weight_relayout_of(const ImplicitGemmFpropPlan& plan, const Probl
 
 std::string describe_plan_without_device(const Problem& p, const ExecOptions& opt) {
   const ImplicitGemmFpropPlan plan = plan_implicit_gemm_fprop(p, opt);
-  if (!plan.usable) return plan.describe();
+  // (As describe_forward says it where the implicit GEMM cannot run.)
+  if (!plan.usable) return "direct kernel (implicit GEMM " + plan.describe() + ")";
   // (A contiguous input at a 256-byte aligned address: what the planner assumes.)
   const TensorRef x(reinterpret_cast<void*>(std::uintptr_t(256)), p.dtype, Device::cuda(0),
                     {p.batch, p.in_channels, p.input_size[0], p.input_size[1], p.input_size[2]});

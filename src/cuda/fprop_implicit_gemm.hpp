@@ -216,7 +216,8 @@ std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, cons
 // What the forward would run for the canonical problem p with a contiguous NC... input on
 // a Hopper GPU of wgmma_planner_sms() multiprocessors, as describe_implicit_gemm_fprop says
 // it, without a device (the planner's tools and tests): the wgmma kernel where the plan
-// takes it, else the TMA kernel where it can run, else the plan's own description.
+// takes it, else the TMA kernel where it can run, else the plan's own description (the
+// direct kernel's where the implicit GEMM cannot run).
 std::string describe_plan_without_device(const Problem& p, const ExecOptions& opt);
 
 // Packs the weight into the workspace and runs the kernel (plan.usable must be true): the

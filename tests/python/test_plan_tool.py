@@ -1,0 +1,52 @@
+"""scripts/plan_suite.py and the convt_plan tool (tools/plan_forward.cpp): every case of the
+built-in suites gets one plan line in every mode, without a GPU. Skips where no CUDA build of
+the C++ tests made the tool (build/*/tests/cpp/convt_plan)."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "plan_suite.py"
+TOOLS = sorted(ROOT.glob("build/*/tests/cpp/convt_plan"))
+
+pytestmark = pytest.mark.skipif(not TOOLS, reason="no convt_plan: a CUDA build of the C++ tests "
+                                "makes it (build/*/tests/cpp/convt_plan)")
+
+
+def plan_lines(*args):
+    out = subprocess.run([sys.executable, str(SCRIPT), "--tool", str(TOOLS[0]), *args],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout.splitlines()
+
+
+@pytest.mark.parametrize("suite,count", [("kernelbench", 17), ("models", 21)])
+def test_every_case_and_mode_gets_a_plan(suite, count):
+    lines = plan_lines("--suite", suite, "--dtype", "fp32,bf16,fp16", "--math", "tf32,strict")
+    # (strict only for float32: four modes a case)
+    assert len(lines) == 4 * count
+    modes = set()
+    for line in lines:
+        m = re.match(r"^(\S+) (fp32|bf16|fp16) (tf32|strict): (.+)$", line)
+        assert m, line
+        modes.add((m.group(2), m.group(3)))
+        what = m.group(4)
+        assert "error" not in what, line
+        assert what.startswith(("implicit-GEMM", "direct kernel")), line
+        # (wgmma plans carry their tile count and bytes)
+        assert ("wgmma persistent" in what) == (" | tiles " in what), line
+    assert modes == {("fp32", "tf32"), ("fp32", "strict"), ("bf16", "tf32"), ("fp16", "tf32")}
+
+
+def test_a_known_plan_and_a_bad_line():
+    (line,) = plan_lines("--suite", "kernelbench", "--cases", "kb57", "--dtype", "bf16")
+    assert line.startswith("kb57 bf16 tf32: implicit-GEMM wgmma persistent, tile 64 channels x "
+                           "208 positions"), line
+    assert line.endswith("| tiles 41040 x K steps 6, boxes 3277.9 MB, weight tiles 3025.8 MB")
+    out = subprocess.run([str(TOOLS[0])], input="id=x dims=2 batch=1 cin=4 cout=4 in=8 k=3,3\n",
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert out.stdout == "x: error: each of in, k, s, p, op, d needs dims values\n"
