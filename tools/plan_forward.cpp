@@ -6,7 +6,8 @@
 // One problem per line, key=value fields (per-dimension values comma-separated, one per
 // spatial dimension):
 //   id=kb57 dims=2 batch=8 cin=64 cout=64 in=1024,1024 k=3,3 [s=1,1] [p=0,0] [op=0,0]
-//   [d=1,1] [groups=1] [dtype=fp32|bf16|fp16] [math=tf32|strict]
+//   [d=1,1] [groups=1] [dtype=fp32|bf16|fp16] [math=tf32|strict] [kernel=auto|wgmma|tma]
+// (kernel: the one asked for, as CONVT_FORWARD_KERNEL asks for it)
 // Output, one line each: id dtype math: description [| tiles T x K steps S, boxes B MB,
 // weight tiles W MB].
 #include <cstdio>
@@ -46,7 +47,8 @@ int main() {
   while (std::getline(std::cin, line)) {
     if (line.empty() || line[0] == '#') continue;
     std::stringstream ss(line);
-    std::string field, id = "?", in, k, s, p, op, d, dtype = "fp32", math = "tf32";
+    std::string field, id = "?", in, k, s, p, op, d, dtype = "fp32", math = "tf32",
+                kernel = "auto";
     Problem pr;
     try {
       while (ss >> field) {
@@ -67,6 +69,7 @@ int main() {
         else if (key == "d") d = v;
         else if (key == "dtype") dtype = v;
         else if (key == "math") math = v;
+        else if (key == "kernel") kernel = v;
         else throw std::runtime_error("unknown key: " + key);
       }
       const int n = pr.spatial_dims;
@@ -86,6 +89,11 @@ int main() {
       pr.validate();
       convt::ExecOptions opt;
       opt.math = math == "strict" ? MathMode::kStrictFP32 : MathMode::kAllowTF32;
+      opt.forward_kernel = kernel == "wgmma" ? convt::ForwardKernel::kImplicitGemmWgmma
+                           : kernel == "tma" ? convt::ForwardKernel::kImplicitGemmTma
+                           : kernel == "auto"
+                               ? convt::ForwardKernel::kAuto
+                               : throw std::runtime_error("kernel: auto, wgmma or tma");
       const Problem c = pr.canonical3d();
       std::string what = convt::cuda::describe_plan_without_device(c, opt);
       const auto plan = convt::cuda::plan_implicit_gemm_fprop(c, opt);

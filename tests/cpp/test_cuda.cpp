@@ -747,6 +747,9 @@ class CudaWgmmaPath : public ::testing::TestWithParam<int> {};
 template <typename Expect>
 void check_wgmma_case(const Case& c, uint64_t seed, Expect expect) {
   SCOPED_TRACE(c.name());
+  // (These small cases are shaped for the tiles they exercise, every N among them: with the
+  // N that fills the machine, CudaWgmmaFill, most would run 128 positions.)
+  const ScopedEnv fill("CONVT_WG_FILL", "0");
   for (const Precision& precision : kPrecisions) {
     if (precision.dtype == DType::kFloat64) continue;
     Problem p = c.problem;
@@ -1087,6 +1090,7 @@ TEST_P(CudaWgmmaXp, TransposesWhereItCanAndMatchesFloat64Oracle) {
     for (const bool off : {false, true}) {
       SCOPED_TRACE(off ? "CONVT_WG_XP=0" : "default");
       const ScopedEnv env("CONVT_WG_XP", off ? "0" : "1");
+      const ScopedEnv fill("CONVT_WG_FILL", "0");  // (the boxes these cases are shaped for)
       Problem p = c.problem;
       p.dtype = precision.dtype;
       ExecOptions opt;
@@ -1107,6 +1111,44 @@ TEST_P(CudaWgmmaXp, TransposesWhereItCanAndMatchesFloat64Oracle) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaXp,
                          ::testing::Range(0, static_cast<int>(xp_cases().size())));
+
+// The N that fills the machine (plan_wgmma_tile): DCGAN's first layer at batch 128 (1 x 1
+// inputs, kernel 4, 4 x 4 planes stacked) has fewer tiles than two per multiprocessor with
+// its largest N; on 132 multiprocessors the planner takes 128 positions a tile (256 tiles)
+// instead of 208 (152). Both plans against the float64 oracle, in every precision.
+TEST(CudaWgmmaFill, FewTilesRunTheNThatFillsTheMachine) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  int sms = 0;
+  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0),
+             "cudaDeviceGetAttribute");
+  const Problem base = make_problem(2, 128, 100, 512, 1, {1, 1, 1}, {4, 4, 1}, {1, 1, 1},
+                                    {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  uint64_t seed = 31;
+  for (const Precision& precision : kPrecisions) {
+    if (precision.dtype == DType::kFloat64) continue;
+    for (const bool largest : {false, true}) {
+      SCOPED_TRACE(largest ? "CONVT_WG_FILL=0" : "default");
+      const ScopedEnv fill("CONVT_WG_FILL", largest ? "0" : "1");
+      Problem p = base;
+      p.dtype = precision.dtype;
+      ExecOptions opt;
+      opt.math = precision.math;
+      opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+      HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, Layout::kContiguous);
+      DeviceTensor gx(x, nullptr);
+      const std::string what = convt::describe_forward(p, gx.ref, opt);
+      const bool split = p.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32;
+      // (Split TF32 has 128 positions at most either way.)
+      if (sms == 132 && !split)
+        EXPECT_NE(what.find(largest ? "64 channels x 208 positions" : "64 channels x 128 positions"),
+                  std::string::npos)
+            << precision.name << ": " << what;
+      check_all_directions(base, Layout::kContiguous, precision, ++seed, nullptr, false,
+                           ForwardKernel::kImplicitGemmWgmma);
+    }
+  }
+}
 
 TEST(CudaWgmmaPathSplit, StrictFloat32RunsOnItWhereTwoStagesFit) {
   const std::string reason = wgmma_unavailable_reason();
