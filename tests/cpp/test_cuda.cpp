@@ -739,6 +739,20 @@ const std::vector<Case>& wgmma_case_list() {
   return all;
 }
 
+// What describe_forward says the forward of `problem` runs in `precision` with the wgmma
+// kernel asked for, on an input of `layout`.
+std::string describe_wgmma_forward(const Problem& problem, const Precision& precision,
+                                   Layout layout) {
+  Problem p = problem;
+  p.dtype = precision.dtype;
+  ExecOptions opt;
+  opt.math = precision.math;
+  opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+  HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, layout);
+  DeviceTensor gx(x, nullptr);
+  return convt::describe_forward(p, gx.ref, opt);
+}
+
 class CudaWgmmaPath : public ::testing::TestWithParam<int> {};
 
 // Runs case c with the wgmma kernel asked for, in every precision but float64, against the
@@ -752,16 +766,9 @@ void check_wgmma_case(const Case& c, uint64_t seed, Expect expect) {
   const ScopedEnv fill("CONVT_WG_FILL", "0");
   for (const Precision& precision : kPrecisions) {
     if (precision.dtype == DType::kFloat64) continue;
-    Problem p = c.problem;
-    p.dtype = precision.dtype;
-    ExecOptions opt;
-    opt.math = precision.math;
-    opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
-    HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, c.layout);
-    DeviceTensor gx(x, nullptr);
-    const std::string what = convt::describe_forward(p, gx.ref, opt);
-    expect(precision, p.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32,
-           what);
+    const std::string what = describe_wgmma_forward(c.problem, precision, c.layout);
+    expect(precision,
+           precision.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32, what);
     check_all_directions(c.problem, c.layout, precision, seed, nullptr, false,
                          ForwardKernel::kImplicitGemmWgmma);
   }
@@ -1091,14 +1098,7 @@ TEST_P(CudaWgmmaXp, TransposesWhereItCanAndMatchesFloat64Oracle) {
       SCOPED_TRACE(off ? "CONVT_WG_XP=0" : "default");
       const ScopedEnv env("CONVT_WG_XP", off ? "0" : "1");
       const ScopedEnv fill("CONVT_WG_FILL", "0");  // (the boxes these cases are shaped for)
-      Problem p = c.problem;
-      p.dtype = precision.dtype;
-      ExecOptions opt;
-      opt.math = precision.math;
-      opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
-      HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, Layout::kContiguous);
-      DeviceTensor gx(x, nullptr);
-      const std::string what = convt::describe_forward(p, gx.ref, opt);
+      const std::string what = describe_wgmma_forward(c.problem, precision, Layout::kContiguous);
       EXPECT_NE(what.find("wgmma persistent"), std::string::npos) << precision.name << ": " << what;
       EXPECT_EQ(what.find("input transposed in the kernel") != std::string::npos, expect && !off)
           << precision.name << ": " << what;
@@ -1130,15 +1130,9 @@ TEST(CudaWgmmaFill, FewTilesRunTheNThatFillsTheMachine) {
     for (const bool largest : {false, true}) {
       SCOPED_TRACE(largest ? "CONVT_WG_FILL=0" : "default");
       const ScopedEnv fill("CONVT_WG_FILL", largest ? "0" : "1");
-      Problem p = base;
-      p.dtype = precision.dtype;
-      ExecOptions opt;
-      opt.math = precision.math;
-      opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
-      HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, Layout::kContiguous);
-      DeviceTensor gx(x, nullptr);
-      const std::string what = convt::describe_forward(p, gx.ref, opt);
-      const bool split = p.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32;
+      const std::string what = describe_wgmma_forward(base, precision, Layout::kContiguous);
+      const bool split =
+          precision.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32;
       // (Split TF32 has 128 positions at most either way.)
       if (sms == 132 && !split)
         EXPECT_NE(what.find(largest ? "64 channels x 208 positions" : "64 channels x 128 positions"),
