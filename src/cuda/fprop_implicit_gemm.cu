@@ -301,7 +301,8 @@ static int wg_env_int(const char* name) {
 // ImplicitGemmFpropPlan::wg_raw); wmerge: W phases merged (ImplicitGemmFpropPlan::wg_wmerge).
 // n_cap > 0: channel-major tiles of at most n_cap positions (plan_wgmma_tile).
 static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw,
-                                   bool wmerge, bool wpairs, bool xp_ok, int64_t n_cap) {
+                                   bool wmerge, bool wpairs, bool xp_ok, int64_t n_cap,
+                                   bool coop_want) {
   auto no = [&](std::string why) {
     plan.wg = false;
     plan.wg_reason = std::move(why);
@@ -512,6 +513,11 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     }
     return best;
   };
+  // Two consumer warpgroups (ImplicitGemmFpropPlan::wg_coop; coop_want, see
+  // plan_wgmma_tile): channel-major tiles reading the copy (not split TF32, folded,
+  // scattered, merged or paired W taps) of a group with an even count of 64-channel tiles.
+  const bool coop = coop_want && nc == 0 && copies == 1 && !raw && fold == 1 && !scatter &&
+                    !wmerge && !wpairs && ((cog + 63) / 64) % 2 == 0;
   int best_n = 0;
   int64_t best_wv = 0, best_rows = 0;
   double best_used = 0;
@@ -527,6 +533,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       // (Split TF32 keeps a second set of accumulators, the running sum: at most 128
       // positions fit the registers.)
       if (nc == 0 && copies == 2 && n > 128) continue;
+      // (Two consumer warpgroups are built for 128, 192 and 256 positions.)
+      if (coop && n != 128 && n != 192 && n != 256) continue;
       int64_t wv = 0, rows = 0;
       const double used = layout(n, &wv, &rows);
       if (used == 0) continue;
@@ -548,7 +556,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   const int64_t epi_bytes = !wmerge ? int64_t(wg::kEpiBytes)
                             : nc > 0 ? std::max<int64_t>(wg::kEpiBytes, wm_bytes)
                                      : wg::kEpiBytes + wm_bytes;
-  const int64_t stage_budget = wg::kStageBudget - (epi_bytes - wg::kEpiBytes);
+  const int64_t stage_budget = (coop ? wg::kCoopStageBudget : wg::kStageBudget) -
+                               (epi_bytes - wg::kEpiBytes) * (coop ? 2 : 1);
   const int64_t wbox_min = box_width(best_wv);
   // The K step: the widest channel block (box rows of 128, 64 or 32 bytes: wider rows
   // move faster through TMA) that pads the group's channels by at most 1/8 and leaves two
@@ -587,7 +596,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     const int64_t w_off = copies == 2 ? 2 * xs_off
                           : raw       ? round_up(box + (best_n + 4) * e, 128)
                                       : box;
-    const int64_t stage = (w_off + copies * wbytes + 1023) / 1024 * 1024;
+    // (Two consumer warpgroups: the second one's weight tiles follow the first's.)
+    const int64_t stage = (w_off + copies * wbytes * (coop ? 2 : 1) + 1023) / 1024 * 1024;
     const int64_t stages = std::min<int64_t>(wg::kMaxStages, stage_budget / stage);
     if (stages < min_stages) return false;
     plan.wg_hb = int(hb);
@@ -599,6 +609,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     plan.wg_xs_off = int(xs_off);
     plan.wg_w_off = int(w_off);
     plan.wg_ws_off = copies == 2 ? int(w_off + wbytes) : 0;
+    plan.wg_w_half = coop ? int(wbytes) : 0;
     plan.wg_wbox = int(wbox);
     // (A K step's largest tap shift is its first tap's: (hb - 1) H taps and the W halo;
     // the MMAs read wg_n positions from there, from the residual box too with split TF32.)
@@ -723,7 +734,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     const bool once = p.stride[0] * p.stride[1] * p.stride[2] == 1 && tmax[0] == 1 &&
                       plan.wg_hb >= tmax[1];
     // (W phase pairs transposed in the kernel are built for 16-bit types only.)
-    const bool want = xp_ok && copies == 1 && !raw && fold == 1 && !(wpairs && e == 4) &&
+    const bool want = xp_ok && copies == 1 && !raw && fold == 1 && !(wpairs && e == 4) && !coop &&
                       plan.wg_stack == 1 &&
                       xp_env != 0 &&
                       (xp_env == 1 || (macs_per_elem <= 768 && fills && (e == 2 || once)));
@@ -752,7 +763,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   plan.wg_sc_clo = int(sc_clo);
   plan.wg_wmerge = wmerge;
   plan.wg_wpairs = wpairs;
-  plan.wg_epi_bytes = int(epi_bytes);
+  // (Two consumer warpgroups: a staging area for each warp of both.)
+  plan.wg_epi_bytes = int(epi_bytes * (coop ? 2 : 1));
   plan.wg_used = best_used;
   for (int d = 0; d < 3; ++d) plan.wg_tmax[d] = int(tmax[d]);
   plan.wg_cblocks = int((cig + plan.wg_bk - 1) / plan.wg_bk);
@@ -788,13 +800,18 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // The MMAs' reads from the last stage (wg_a_bytes) within the block's shared memory: where
   // they are not (boxes far smaller than the tile's positions, and large stages), fewer
   // stages.
-  while (wgmma_shared_bytes(plan) > std::size_t(wg::kBlockSmem) && plan.wg_stages > 2) {
+  plan.wg_coop = coop;
+  const std::size_t smem_max = std::size_t(coop ? wg::kCoopSmem : wg::kBlockSmem);
+  while (wgmma_shared_bytes(plan) > smem_max && plan.wg_stages > 2) {
     --plan.wg_stages;
     plan.wg_w_resident = plan.wg_w_resident && plan.wg_stages % plan.wg_steps == 0;
   }
-  if (wgmma_shared_bytes(plan) > std::size_t(wg::kBlockSmem))
+  if (wgmma_shared_bytes(plan) > smem_max)
     return no("the MMAs' reads past the box leave no two stages");
-  const int64_t co_tiles = (cog + cw - 1) / cw;
+  // (Tiles along the channels: of 128 with two consumer warpgroups; the packed weight's
+  // tiles, pk_co_tiles, stay of cw.)
+  const int64_t pk_co_tiles = (cog + cw - 1) / cw;
+  const int64_t co_tiles = coop ? pk_co_tiles / 2 : pk_co_tiles;
   // (Scattered W taps: one W phase; merged W phases: a tile runs them all.)
   const int64_t phases =
       p.stride[0] * p.stride[1] * (scatter || wmerge || wpairs ? 1 : p.stride[2]);
@@ -811,7 +828,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   if (copies * p.batch * p.groups * plan.wg_cblocks >= (int64_t(1) << 31))
     return no("too many channel blocks for a tensor map");
   plan.wg_tiles = tiles;
-  const int64_t wbytes = copies * p.groups * co_tiles * all_phases * tmax[0] * plan.wg_cblocks *
+  const int64_t wbytes = copies * p.groups * pk_co_tiles * all_phases * tmax[0] * plan.wg_cblocks *
                          tmax[1] * wtaps * cw * plan.wg_bk * e;
   // The input copy (raw: room for the padded copy of an input a tensor map cannot read as
   // it is, see wgmma_input_in_place).
@@ -884,32 +901,53 @@ int wgmma_planner_sms() {
   return sms;
 }
 
-// The tile (plan_wgmma_tile_capped), with fewer positions a channel-major tile where that
-// fills the machine better: where the tiles are fewer than the blocks resident at once
-// (two per multiprocessor, as the stages are sized), each block runs one tile and the call
-// takes one tile's time, which a smaller N shortens as long as its tiles still fit: of the
-// N choices, the least waves x N (ceil(tiles / slots) x positions a tile; the largest N on
-// a tie). DCGAN's 100 -> 512 layer at batch 128 (4 x 4 planes stacked): 152 tiles of 208
-// positions or 256 of 128, measured on an H100 (docs/kernels.md): 0.050 -> 0.042 ms in
-// float32, 0.046 -> 0.042 in bfloat16. Position-major tiles have one N.
+// The tile (plan_wgmma_tile_capped): with two consumer warpgroups where they can run and the
+// input is not transposed in the kernel (which they do not do), and with fewer positions a
+// channel-major tile where that fills the machine better.
+//
+// Two consumer warpgroups (tiles of 128 channels sharing each K step's box): the box moves
+// from L2 into shared memory once per 128 output channels instead of once per 64. Measured
+// on an H100 against one warpgroup (docs/kernels.md, GPU time): U-Net's 1024 -> 512 layer
+// 0.135 -> 0.102 ms in float32, 0.072 -> 0.057 in bfloat16; the 3-D U-Net's 256 -> 256
+// 0.106 -> 0.095; DCGAN 512 -> 256 0.098 -> 0.087 (float32), 100 -> 512 0.043 -> 0.036
+// (bfloat16); kb64 3.54 -> 3.34 and kb69 2.06 -> 2.01 in float32, kb69 1.38 -> 1.32 in
+// bfloat16; the video GAN's 2 x 4 x 4 layer 3% slower; kb64 in bfloat16, transposed in the
+// kernel, 1.75 ms against 1.86 with the copy and two warpgroups (so the transposition
+// stays). CONVT_WG_COOP=0 keeps one warpgroup, =1 takes two wherever they can run.
+//
+// Fewer positions: where the tiles are fewer than the blocks resident at once (two per
+// multiprocessor, as the stages are sized; one with two warpgroups), each block runs one
+// tile and the call takes one tile's time, which a smaller N shortens as long as its tiles
+// still fit: of the N choices, the least waves x N (ceil(tiles / slots) x positions a tile;
+// the largest N on a tie). DCGAN's 100 -> 512 layer at batch 128 (4 x 4 planes stacked):
+// 152 tiles of 208 positions or 256 of 128, measured on an H100 (docs/kernels.md): 0.050 ->
+// 0.042 ms in float32, 0.046 -> 0.042 in bfloat16. Position-major tiles have one N.
 // CONVT_WG_FILL=0 keeps the largest N.
 static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw = false,
                             bool wmerge = false, bool wpairs = false, bool xp_ok = true) {
   const ImplicitGemmFpropPlan in = plan;
-  plan_wgmma_tile_capped(p, plan, raw, wmerge, wpairs, xp_ok, 0);
+  const char* ce = std::getenv("CONVT_WG_COOP");
+  const int coop_env = ce != nullptr && (ce[0] == '0' || ce[0] == '1') ? ce[0] - '0' : -1;
+  plan_wgmma_tile_capped(p, plan, raw, wmerge, wpairs, xp_ok, 0, coop_env == 1);
+  if (coop_env == -1 && plan.wg && !plan.wg_xp && plan.wg_nc == 0) {
+    ImplicitGemmFpropPlan c = in;
+    plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, 0, true);
+    if (c.wg && c.wg_coop) plan = c;
+  }
   const char* fill = std::getenv("CONVT_WG_FILL");
   if (!plan.wg || plan.wg_nc != 0 || wg_env_int("CONVT_WG_N") > 0 ||
       (fill != nullptr && fill[0] == '0'))
     return;
-  const int64_t slots = 2 * int64_t(wgmma_planner_sms());
+  // (Two consumer warpgroups: one block a multiprocessor.)
+  const int64_t slots = (plan.wg_coop ? 1 : 2) * int64_t(wgmma_planner_sms());
   if (plan.wg_tiles >= slots) return;
   int64_t best = plan.wg_n;  // one wave
   for (int i = wg::kNumN - 1; i >= 0; --i) {
     const int64_t n = wg::n_choice(i);
     if (n >= plan.wg_n) continue;
     ImplicitGemmFpropPlan c = in;
-    plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, n);
-    if (!c.wg || c.wg_n > n) continue;
+    plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, n, plan.wg_coop);
+    if (!c.wg || c.wg_n > n || c.wg_coop != plan.wg_coop) continue;
     const int64_t est = (c.wg_tiles + slots - 1) / slots * c.wg_n;
     if (est < best) {
       best = est;
@@ -957,8 +995,8 @@ std::size_t wgmma_shared_bytes(const ImplicitGemmFpropPlan& plan) {
                        std::size_t(plan.wg_xp_pieces) * plan.wg_xp_piece_bytes +
                        wg::kXpMetaBytes
                  : std::size_t(plan.wg_stages) * plan.wg_stage_bytes +
-                       wg::kMaxStages * wg::kHeaderBytes + std::size_t(epi) + wg::kInfoBytes +
-                       wg::kBarrierBytes;
+                       wg::kMaxStages * wg::kHeaderBytes + std::size_t(epi) +
+                       wg::kInfoBytes * (plan.wg_coop ? 2 : 1) + wg::kBarrierBytes;
   // (The last stage's MMAs read wg_a_bytes from its start; both terms grow by stage_bytes a
   // stage, so that the launch may take stages off by stage_bytes each.) 1024: the stages'
   // alignment.
@@ -967,7 +1005,9 @@ std::size_t wgmma_shared_bytes(const ImplicitGemmFpropPlan& plan) {
   return std::max(layout, reads) + 1024;
 }
 
-std::size_t wgmma_max_shared_bytes() { return wg::kBlockSmem; }
+std::size_t wgmma_max_shared_bytes(const ImplicitGemmFpropPlan& plan) {
+  return plan.wg_coop ? wg::kCoopSmem : wg::kBlockSmem;
+}
 
 // The dispatcher takes the wgmma kernel only where its tile computes at least this share of
 // its positions for outputs (see plan_implicit_gemm_fprop); with planes stacked in the tile,
@@ -1657,7 +1697,8 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
   return detail::str_cat(
       "implicit-GEMM wgmma persistent", plan.split ? " 3xTF32" : "", ", tile ",
       plan.wg_nc > 0 ? detail::str_cat(plan.wg_n, " positions x ", plan.wg_nc, " channels (")
-                     : detail::str_cat("64 channels x ", plan.wg_n, " positions ("),
+                     : detail::str_cat(plan.wg_coop ? "128 channels (two warpgroups)" : "64 channels",
+                                       " x ", plan.wg_n, " positions ("),
       plan.wg_rows, " rows x ", plan.wg_wv, " of a ", plan.wg_hbox, "x", plan.wg_wbox,
       " box, ", int(plan.wg_used * 100 + 0.5), "% used), K step ", plan.wg_bk,
       " channels x ", plan.wg_hb, " H taps x ", plan.wg_tmax[2], " W taps",

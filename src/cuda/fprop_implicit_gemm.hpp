@@ -122,6 +122,13 @@ struct ImplicitGemmFpropPlan {
   int wg_stack = 1;
   bool wg_stack_n = false;
   double wg_used_plane = 0;  // wg_used with one plane a tile
+  // Two consumer warpgroups (channel-major tiles reading the copy or a channels_last input;
+  // CONVT_WG_COOP): tiles of 128 channels x wg_n positions, each warpgroup multiplying the
+  // stage's one box by the weight tiles of its 64 channels (wg_w_half bytes after the
+  // first's in a stage), one block a multiprocessor: the box is copied from L2 once per 128
+  // channels instead of once per 64. wg_cw stays 64 (the packed weight's tiles).
+  bool wg_coop = false;
+  int wg_w_half = 0;
   std::string describe() const;
 };
 
@@ -155,10 +162,10 @@ struct TmaWPhases {
 TmaWPhases tma_w_phases(int stride, int pad, int dil, int k, int out);
 
 // Dynamic shared memory of the wgmma kernel's block for `plan` (stages, headers, the
-// epilogue's staging, tile info, barriers, alignment), and the most a block may take so
-// that two are resident on a multiprocessor.
+// epilogue's staging, tile info, barriers, alignment), and the most a block of the plan may
+// take: so that two are resident on a multiprocessor, or one with two consumer warpgroups.
 std::size_t wgmma_shared_bytes(const ImplicitGemmFpropPlan& plan);
-std::size_t wgmma_max_shared_bytes();
+std::size_t wgmma_max_shared_bytes(const ImplicitGemmFpropPlan& plan);
 
 // Where the TMA kernel's wgmma weight packing puts element i of a tile of `bn` columns:
 // its channel within the tile (`c`) and its column (`n`); see tma::wgmma_b_element.

@@ -288,14 +288,14 @@ void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
 // ---------------------------------------------------------------------------------------
 
 template <typename T, int N, bool kSplit, int NC = 0, bool kRaw = false, int FOLD = 1,
-          int WPH = 1, bool kXp = false>
+          int WPH = 1, bool kXp = false, int CG = 1>
 void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
                     cudaStream_t stream, int device) {
   static std::atomic<uint64_t> smem_set{0};
-  const auto kernel = wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH, kXp>;
+  const auto kernel = wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH, kXp, CG>;
   constexpr int threads =
-      wg::block_threads(kXp, wg::has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH));
-  allow_smem(kernel, wg::kBlockSmem, device, smem_set);
+      wg::block_threads(kXp, wg::has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH), CG);
+  allow_smem(kernel, CG == 2 ? wg::kCoopSmem : wg::kBlockSmem, device, smem_set);
   // Persistent: as many blocks as are resident at once, at most one per tile.
   static std::atomic<int> cached_sms{0};
   int sms = cached_sms.load(std::memory_order_relaxed);
@@ -453,6 +453,22 @@ void launch_wgmma_xp_pos(const wg::Params& fp, const CUtensorMap& map, std::size
     default:
       CONVT_CHECK(nc == 48, "convt: wgmma position-major tile of ", nc, " channels");
       launch_wgmma_n<T, 256, false, 48, false, 1, 1, true>(fp, map, smem, stream, device);
+  }
+}
+
+// The wgmma kernel with two consumer warpgroups (channel-major tiles of 128 channels x n
+// positions, n 128, 192 or 256; wg::Params::coop_w_half), in translation units of their own
+// (fprop_launch_*_coop.cu).
+template <typename T>
+void launch_wgmma_coop(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
+                       cudaStream_t stream, int device, int n) {
+  using fprop_detail::launch_wgmma_n;
+  switch (n) {
+    case 128: launch_wgmma_n<T, 128, false, 0, false, 1, 1, false, 2>(fp, map, smem, stream, device); break;
+    case 192: launch_wgmma_n<T, 192, false, 0, false, 1, 1, false, 2>(fp, map, smem, stream, device); break;
+    default:
+      CONVT_CHECK(n == 256, "convt: wgmma tile of two warpgroups of ", n, " positions");
+      launch_wgmma_n<T, 256, false, 0, false, 1, 1, false, 2>(fp, map, smem, stream, device);
   }
 }
 
@@ -630,8 +646,10 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.groups = int(p.groups);
   fp.cig = int(cig);
   fp.cog = int(cog);
-  fp.cw = plan.wg_cw;
-  fp.co_tiles = pk.co_tiles;
+  // (Two consumer warpgroups: tiles of 128 channels, two of the packing's 64.)
+  fp.cw = plan.wg_coop ? 2 * plan.wg_cw : plan.wg_cw;
+  fp.co_tiles = plan.wg_coop ? pk.co_tiles / 2 : pk.co_tiles;
+  fp.coop_w_half = plan.wg_coop ? plan.wg_w_half : 0;
   fp.cblocks = plan.wg_cblocks;
   fp.bk = plan.wg_bk;
   const Dims out = p.output_sizes();
@@ -738,6 +756,12 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
                 " positions");
     launch_wgmma_pos<T, kSplit>(fp, map, smem, opt.stream, device, plan.wg_nc,
                                 plan.wg_wpairs ? 2 : 1);
+  } else if (plan.wg_coop) {
+    if constexpr (!kSplit) {
+      launch_wgmma_coop<T>(fp, map, smem, opt.stream, device, plan.wg_n);
+    } else {
+      CONVT_CHECK(false, "convt: split TF32 has no wgmma tile of two warpgroups");
+    }
   } else if constexpr (kSplit) {
     // (The planner gives split TF32 128 positions: not built for more.)
     CONVT_CHECK(plan.wg_n == 128, "convt: split TF32 wgmma tile of ", plan.wg_n, " positions");
@@ -795,6 +819,7 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
   CONVT_EXTERN_WGMMA_FOLD(T, 24);                                                          \
   CONVT_EXTERN_WGMMA_FOLD(T, 32);                                                          \
   CONVT_EXTERN_WGMMA_XP(T);                                                                \
+  CONVT_EXTERN_WGMMA_COOP(T);                                                              \
   template void launch_fprop_wgmma<T, kSplit>(const ImplicitGemmFpropPlan&, const Problem&,\
                                       const TensorRef&, const TensorRef&, const TensorRef*,  \
                                       const TensorRef&, const ExecOptions&, int,             \
@@ -806,6 +831,14 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
                                           std::size_t, cudaStream_t, int, int);            \
   extern template void launch_wgmma_xp_pos<T>(const wg::Params&, const CUtensorMap&,       \
                                               std::size_t, cudaStream_t, int, int, int)
+// The tiles of two consumer warpgroups (fprop_launch_*_coop.cu; split TF32 declares them
+// too, never launched).
+#define CONVT_EXTERN_WGMMA_COOP(T)                                                          \
+  extern template void launch_wgmma_coop<T>(const wg::Params&, const CUtensorMap&,         \
+                                            std::size_t, cudaStream_t, int, int)
+#define CONVT_INSTANTIATE_WGMMA_COOP(T)                                                     \
+  template void launch_wgmma_coop<T>(const wg::Params&, const CUtensorMap&, std::size_t,     \
+                                     cudaStream_t, int, int)
 // The folded tiles of NC channels, one unit per (T, NC) (fprop_launch_*_fold*.cu).
 #define CONVT_EXTERN_WGMMA_FOLD(T, NC)                                                      \
   extern template void launch_wgmma_fold<T, NC>(const wg::Params&, const CUtensorMap&,     \

@@ -852,6 +852,70 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaStack,
                          ::testing::Range(0, static_cast<int>(stack_cases().size())),
                          indexed_case_name);
 
+// Two consumer warpgroups (ImplicitGemmFpropPlan::wg_coop, CONVT_WG_COOP=1): channel-major
+// tiles of 128 channels whose warpgroups share the stage's box, each with the weight tiles of
+// its 64 channels. Groups of two 64-channel tiles and of more, a second warpgroup with fewer
+// channels than 64 (100 = 64 + 36), bias, strides with their phases, dilation, planes stacked
+// in a tile, 1-D, 3-D, groups, a channels_last input; each tile N they are built for (128,
+// 192, 256). Strict float32 (split TF32) has no such tile: it runs its own.
+std::vector<Case> coop_cases() {
+  std::vector<Case> v;
+  auto add = [&](Problem p, Layout layout = Layout::kContiguous) { v.push_back({p, layout}); };
+  // 2-D, stride 1, 32 -> 128, kernel 3, 12 x 40.
+  add(make_problem(2, 2, 32, 128, 1, {12, 40, 1}, {3, 3, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // A DCGAN-like layer: 4 x 4 inputs, kernel 4, stride 2, 64 -> 128, 5 samples (stacked).
+  add(make_problem(2, 5, 64, 128, 1, {4, 4, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // 48 -> 100 (the second warpgroup's 36 channels), kernel 3 x 5, dilation 2 along H.
+  add(make_problem(2, 2, 48, 100, 1, {9, 20, 1}, {3, 5, 1}, {1, 1, 1}, {2, 1, 0}, {0, 0, 0},
+                   {2, 1, 1}, true));
+  // Two groups of 32 -> 128, kernel 3, stride 2, output_padding 1, no bias.
+  add(make_problem(2, 2, 64, 256, 2, {6, 7, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 1, 0},
+                   {1, 1, 1}, false));
+  // 256 output channels (two tiles of 128), kernel 2, stride 2 (one tap a phase).
+  add(make_problem(2, 3, 64, 256, 1, {8, 8, 1}, {2, 2, 1}, {2, 2, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // 1-D, 128 -> 128, kernel 3, 600 positions (kb64-like).
+  add(make_problem(1, 3, 128, 128, 1, {600, 1, 1}, {3, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // 3-D, 32 -> 128, kernel 3, 4 x 5 x 6.
+  add(make_problem(3, 2, 32, 128, 1, {4, 5, 6}, {3, 3, 3}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // channels_last, 64 -> 128, kernel 3, 10 x 33.
+  add(make_problem(2, 2, 64, 128, 1, {10, 33, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true),
+      Layout::kChannelsLast);
+  return v;
+}
+
+class CudaWgmmaCoop : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaCoop, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const ScopedEnv coop("CONVT_WG_COOP", "1");
+  static const std::vector<Case> all = coop_cases();
+  const Case& c = all[static_cast<size_t>(GetParam())];
+  // Each N the kernel is built for, the planner's and the others (CONVT_WG_N caps it).
+  for (const char* n : {"", "128", "192"}) {
+    SCOPED_TRACE(std::string("CONVT_WG_N=") + n);
+    const ScopedEnv cap("CONVT_WG_N", n);
+    check_wgmma_case(c, 7919u * uint64_t(GetParam()) + 3,
+                     [&](const Precision& precision, bool split, const std::string& what) {
+                       expect_wgmma_kernel(precision, split, what);
+                       if (!split)
+                         EXPECT_NE(what.find("128 channels (two warpgroups)"), std::string::npos)
+                             << precision.name << ": " << what;
+                     });
+    if (quick_mode()) break;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaCoop,
+                         ::testing::Range(0, static_cast<int>(coop_cases().size())),
+                         indexed_case_name);
+
 // The weight cache (ExecOptions::weight_cache, convt::weight_relayout): for each
 // implicit-GEMM kernel (wgmma, TMA, gather) and precision, a forward that fills the cache
 // and one that takes it give the output of a forward without it, bit for bit; with the
@@ -1127,6 +1191,8 @@ TEST(CudaWgmmaFill, FewTilesRunTheNThatFillsTheMachine) {
   uint64_t seed = 31;
   for (const Precision& precision : kPrecisions) {
     if (precision.dtype == DType::kFloat64) continue;
+    // (One consumer warpgroup: the slots counted are two blocks a multiprocessor.)
+    const ScopedEnv one("CONVT_WG_COOP", "0");
     for (const bool largest : {false, true}) {
       SCOPED_TRACE(largest ? "CONVT_WG_FILL=0" : "default");
       const ScopedEnv fill("CONVT_WG_FILL", largest ? "0" : "1");
@@ -1286,10 +1352,14 @@ TEST_P(CudaWgmmaTiles, MatchesFloat64Oracle) {
   check_wgmma_case(c, 3571u * uint64_t(std::get<1>(GetParam())) + 7,
                    [nc](const Precision& precision, bool split, const std::string& what) {
                      if (split) return;
+                     // (64: or two warpgroups' 128, where a group has an even count of
+                     // 64-channel tiles.)
                      const std::string tile =
                          nc == 64 ? "tile 64 channels x "
                                   : " positions x " + std::to_string(nc) + " channels";
-                     EXPECT_NE(what.find(tile), std::string::npos)
+                     EXPECT_TRUE(what.find(tile) != std::string::npos ||
+                                 (nc == 64 && what.find("tile 128 channels (two warpgroups) x ") !=
+                                                  std::string::npos))
                          << precision.name << ": " << what;
                    });
 }

@@ -297,6 +297,9 @@ int64_t folded_positions(int64_t nc, int64_t fold) {
 // group's channels rounded up to 8, 16, 24 or 32 (with the W taps folded into N, as many
 // positions as folded_positions allows); wider ones 64 channels x N positions.
 TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
+  // (One consumer warpgroup: two blocks a multiprocessor; TwoWarpgroupTilesShareTheBox
+  // checks the tiles of two.)
+  setenv("CONVT_WG_COOP", "0", 1);
   int plans = 0, split_plans = 0, position_major = 0, deep = 0, resegmented = 0;
   int transposed = 0, copied = 0;  // transposable unfolded plans without zeros inserted
   int transposed_f32 = 0;
@@ -335,7 +338,7 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
       EXPECT_GE(plan.wg_stage_bytes, plan.wg_w_off + wtiles);
     }
     EXPECT_EQ(plan.wg_stage_bytes % 1024, 0);
-    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes(plan));
     EXPECT_GE(plan.wg_stages, 2);
     // The MMAs of a stage read wg_n positions (rows of bk channels) from its box at each tap's
     // shift, whatever the box holds: from the last stage too, within the block's shared memory
@@ -421,6 +424,7 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
   EXPECT_GT(position_major, 50);
   EXPECT_GT(transposed, 30) << transposed << " transposed, " << copied << " copied";
   EXPECT_GE(transposed_f32, 3) << transposed_f32 << " transposed in float";
+  unsetenv("CONVT_WG_COOP");
 }
 
 // Whether p, with its multiply-adds counted by brute force over every (input position,
@@ -452,6 +456,71 @@ bool memory_bound_with_w_zeros(const Problem& p, double balance) {
 // steps' weight tiles): the MMAs of the last stage read 256 positions past its start, well
 // beyond the stage, and the block's shared memory still holds them (an H100 reported
 // out-of-range shared reads here when it did not).
+// Two consumer warpgroups (CONVT_WG_COOP=1, ImplicitGemmFpropPlan::wg_coop): taken exactly
+// where a channel-major tile reads the copy (not split TF32, folded, scattered, merged or
+// paired W taps) of a group with an even count of 64-channel tiles; a stage then holds the
+// box and two warpgroups' weight tiles, N is one the kernel is built for, the block's shared
+// memory fits one block a multiprocessor, and the tiles count channel tiles of 128.
+TEST(CudaPlanner, TwoWarpgroupTilesShareTheBox) {
+  setenv("CONVT_WG_COOP", "1", 1);
+  int coop = 0, eligible_not = 0;
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg) return;
+    const int64_t cog = p.out_channels_per_group();
+    const bool can = plan.wg_nc == 0 && !plan.split && !plan.wg_raw && plan.wg_fold == 1 &&
+                     !plan.wg_scatter && !plan.wg_wmerge && !plan.wg_wpairs &&
+                     ((cog + 63) / 64) % 2 == 0;
+    EXPECT_EQ(plan.wg_coop, can) << cog << " output channels per group";
+    if (!plan.wg_coop) {
+      EXPECT_EQ(plan.wg_w_half, 0);
+      if (plan.wg_nc == 0 && !plan.split) ++eligible_not;
+      return;
+    }
+    ++coop;
+    EXPECT_FALSE(plan.wg_xp);
+    EXPECT_TRUE(plan.wg_n == 128 || plan.wg_n == 192 || plan.wg_n == 256) << plan.wg_n;
+    const int64_t wtiles = int64_t(plan.wg_hb) * plan.wg_tmax[2] * plan.wg_cw * plan.wg_bk *
+                           static_cast<int64_t>(convt::dtype_size(p.dtype));
+    EXPECT_EQ(plan.wg_w_half, wtiles);
+    EXPECT_EQ(plan.wg_w_off, plan.wg_box_bytes);
+    EXPECT_GE(plan.wg_stage_bytes, plan.wg_w_off + 2 * wtiles);
+    EXPECT_GE(plan.wg_epi_bytes, 8 * 16 * 72 * 4);  // (8 warps' staging: 16 x 72 floats each)
+    EXPECT_GE(plan.wg_stages, 2);
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes(plan));
+    EXPECT_LE(convt::cuda::wgmma_max_shared_bytes(plan), std::size_t(227 * 1024));
+    // (Tiles: groups x channel tiles of 128 x the rest, a multiple of those.)
+    EXPECT_EQ(plan.wg_tiles % (p.groups * ((cog + 127) / 128)), 0);
+  });
+  unsetenv("CONVT_WG_COOP");
+  EXPECT_GT(coop, 20);
+  EXPECT_GT(eligible_not, 20);  // (one 64-channel tile, or an odd count of them)
+  // By default: wherever they can run and the input is not transposed in the kernel.
+  int by_default = 0;
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg || !plan.wg_coop) return;
+    ++by_default;
+    EXPECT_FALSE(plan.wg_xp);
+    EXPECT_EQ(((p.out_channels_per_group() + 63) / 64) % 2, 0);
+  });
+  EXPECT_GT(by_default, 10);
+  ExecOptions opt;
+  // U-Net's 1024 -> 512 layer (kernel 2, stride 2) takes them; kb64 in bfloat16 (128 -> 128,
+  // transposed in the kernel) does not.
+  const Plan unet = convt::cuda::plan_implicit_gemm_fprop(
+      convt::test::make_problem(2, 4, 1024, 512, 1, {32, 32, 1}, {2, 2, 1}, {2, 2, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true)
+          .canonical3d(),
+      opt);
+  EXPECT_TRUE(unet.wg && unet.wg_coop) << unet.describe();
+  Problem kb64 = convt::test::make_problem(1, 64, 128, 128, 1, {65536, 1, 1}, {3, 1, 1}, {1, 1, 1},
+                              {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  kb64.dtype = DType::kBFloat16;
+  const Plan k = convt::cuda::plan_implicit_gemm_fprop(kb64.canonical3d(), opt);
+  EXPECT_TRUE(k.wg && k.wg_xp && !k.wg_coop) << k.describe();
+}
+
 TEST(CudaPlanner, SharedMemoryHoldsTheMmaReadsPastASmallBox) {
   Problem p;
   p.spatial_dims = 3;
@@ -481,7 +550,7 @@ TEST(CudaPlanner, SharedMemoryHoldsTheMmaReadsPastASmallBox) {
   EXPECT_LT(plan.wg_box_bytes + plan.wg_n * row / 2, plan.wg_n * row);
   EXPECT_GE(int64_t(convt::cuda::wgmma_shared_bytes(plan)),
             int64_t(plan.wg_stages - 1) * plan.wg_stage_bytes + plan.wg_n * row + 1023);
-  EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+  EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes(plan));
 }
 
 // Planes stacked in a tile: wherever a tile holds a phase's whole plane (one row group, one
@@ -491,6 +560,9 @@ TEST(CudaPlanner, SharedMemoryHoldsTheMmaReadsPastASmallBox) {
 // positions that are outputs counts every plane; never with folded, scattered or merged W
 // taps, the input read in place or transposed in the kernel. CONVT_WG_STACK=0: one plane.
 TEST(CudaPlanner, SmallPlanesStackInATile) {
+  // (One consumer warpgroup: two blocks a multiprocessor; TwoWarpgroupTilesShareTheBox
+  // checks the tiles of two.)
+  setenv("CONVT_WG_COOP", "0", 1);
   int stacked = 0, stacked_n = 0, stacked_d = 0;
   auto check = [&](const Problem& p, MathMode, const Plan& plan) {
     if (!plan.usable || !plan.wg) return;
@@ -615,6 +687,7 @@ TEST(CudaPlanner, SmallPlanesStackInATile) {
     EXPECT_GE(forced.wg_stack, 3);
     EXPECT_LT(forced.wg_used_plane, 0.35);
   }
+  unsetenv("CONVT_WG_COOP");
 }
 
 // The dispatcher's choice between the wgmma kernel and the TMA kernel (where the wgmma
@@ -629,6 +702,9 @@ TEST(CudaPlanner, SmallPlanesStackInATile) {
 // with the largest N (CONVT_WG_FILL=0), the same plan where that fills the machine or the
 // tile is position-major, else one no longer and of more tiles.
 TEST(CudaPlanner, FewTilesTakeTheNThatFillsTheMachine) {
+  // (One consumer warpgroup: two blocks a multiprocessor; TwoWarpgroupTilesShareTheBox
+  // checks the tiles of two.)
+  setenv("CONVT_WG_COOP", "0", 1);
   const int64_t slots = 2 * int64_t(convt::cuda::wgmma_planner_sms());
   int smaller = 0;
   auto check = [&](const Problem& p, MathMode math, const Plan& plan) {
@@ -678,6 +754,7 @@ TEST(CudaPlanner, FewTilesTakeTheNThatFillsTheMachine) {
     }
   }
   if (slots == 264) EXPECT_GE(smaller, 2);
+  unsetenv("CONVT_WG_COOP");
 }
 
 TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
@@ -910,7 +987,7 @@ TEST(CudaPlanner, FoldedWTapsFitTheirTileAndEpilogue) {
     const int64_t e = static_cast<int64_t>(convt::dtype_size(p.dtype));
     EXPECT_GE(plan.wg_stage_bytes,
               plan.wg_box_bytes + int64_t(plan.wg_hb) * fold * plan.wg_nc * plan.wg_bk * e);
-    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes(plan));
   });
   EXPECT_GT(folded, 30);
   // (Tiles of 16-24, 32-56, 64-80, 96-120 and 128 columns; the wider ones, 24 or 32 channels
@@ -1026,7 +1103,7 @@ TEST(CudaPlanner, MergedWPhasesFitTheirBuffer) {
     EXPECT_LE(plan.wg_epi_bytes, staging + 48 * 1024 + 128);
     EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
     EXPECT_GE(plan.wg_stages, 2);
-    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes(plan));
   });
   EXPECT_GT(merged, 20);
   EXPECT_GT(channel_major, 5);
@@ -1055,7 +1132,7 @@ TEST(CudaPlanner, PairedWPhasesRunStride2) {
     EXPECT_EQ(plan.wg_wup, 1);
     EXPECT_EQ(plan.wg_n, 256);
     EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
-    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes(plan));
   });
   EXPECT_GT(paired, 2);
   setenv("CONVT_WG_WMERGE", "0", 1);
@@ -1111,7 +1188,7 @@ TEST(CudaPlanner, InputReadInPlaceStaysWithinItsStage) {
     EXPECT_GE(plan.wg_stage_bytes, plan.wg_w_off + wtiles);
     EXPECT_EQ(plan.wg_stage_bytes % 1024, 0);
     EXPECT_GE(plan.wg_stages, 2);
-    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes());
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes(plan));
     if (plane % 32 == 8 || plane % 32 == 24) ++conflict_free;
     // Room for the padded copy of an input a tensor map cannot read.
     const int64_t padded = p.batch * p.in_channels * p.input_size[0] * p.input_size[1] *
@@ -1174,7 +1251,7 @@ TEST(CudaPlanner, WeightTilesResidentWhereTheKStepsFitTheStages) {
       EXPECT_EQ(q->wg_xp_pieces, b.wg_xp_pieces);
       EXPECT_LE(q->wg_stages, b.wg_stages);
       EXPECT_GE(q->wg_stages, 2);
-      EXPECT_LE(convt::cuda::wgmma_shared_bytes(*q), convt::cuda::wgmma_max_shared_bytes());
+      EXPECT_LE(convt::cuda::wgmma_shared_bytes(*q), convt::cuda::wgmma_max_shared_bytes(*q));
     }
     EXPECT_FALSE(b.wg_w_resident);
     const int64_t steps = int64_t(plan.wg_tmax[0]) *

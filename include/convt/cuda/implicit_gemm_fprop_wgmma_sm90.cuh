@@ -155,6 +155,11 @@ constexpr int kBarrierBytes = 2 * kMaxStages * 8;
 constexpr int kBlockSmem = 113 * 1024;
 constexpr int kStageBudget =
     kBlockSmem - kEpiBytes - kInfoBytes - kBarrierBytes - kMaxStages * kHeaderBytes - 1024;
+// Two consumer warpgroups (the kernel's CG = 2, ImplicitGemmFpropPlan::wg_coop): one block a
+// multiprocessor (227 KB), each warpgroup with a staging area and an EpiInfo of its own.
+constexpr int kCoopSmem = 227 * 1024;
+constexpr int kCoopStageBudget = kCoopSmem - 2 * kEpiBytes - 2 * kInfoBytes - kBarrierBytes -
+                                 kMaxStages * kHeaderBytes - 1024;
 
 // The input transposed in the kernel (the kernel's kXp; see the top of this file): TMA loads
 // a K step's raw box of x in pieces of kXpCols columns x bk channels x xp_piece_rows rows
@@ -174,8 +179,10 @@ __host__ __device__ constexpr bool has_copier(bool xp, bool raw, bool split, int
                                               int wph) {
   return !xp && !raw && !split && nc == 0 && fold == 1 && wph == 1;
 }
-__host__ __device__ constexpr int block_threads(bool xp, bool copier = false) {
-  return xp || copier ? 192 : 160;
+// Threads of a block: cg consumer warpgroups, the producer's warp, and warp 4 cg + 1 where
+// it transposes or copies the input.
+__host__ __device__ constexpr int block_threads(bool xp, bool copier = false, int cg = 1) {
+  return 128 * cg + (xp || copier ? 64 : 32);
 }
 // Rows of a 4 KB piece, for K steps of bk channels of `elem` bytes (bk * elem: 16 to 128).
 __host__ __device__ constexpr int xp_piece_rows(int bk, int elem) {
@@ -335,6 +342,11 @@ struct Params {
   int* copy_counter;
   int* chunk_done;
   int copy_chunk, copy_chunks, copy_pairs;
+  // Two consumer warpgroups (CG = 2): tiles of cw = 128 channels, warpgroup j multiplying the
+  // stage's box by the weight tiles of channels 64 j .. 64 j + 63, which the producer copies
+  // coop_w_half bytes after the first's (the packed weight's 64-channel tiles 2 c and 2 c + 1
+  // of channel tile c). 0 with one warpgroup.
+  int coop_w_half;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -659,8 +671,14 @@ __device__ __forceinline__ int phase_extent(int out, int s, int r) {
   return out > r ? (out - r + s - 1) / s : 0;
 }
 
-__device__ __forceinline__ void named_sync_consumers() {
-  asm volatile("bar.sync 1, 128;\n" ::: "memory");
+// The consumer warpgroup's barrier (one per warpgroup: barrier 1 + its index).
+// (Immediate barrier ids: a register id makes ptxas reserve all 16 barriers.)
+__device__ __forceinline__ void named_sync_consumers(int wgi = 0) {
+  if (wgi == 0) {
+    asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  } else {
+    asm volatile("bar.sync 2, 128;\n" ::: "memory");
+  }
 }
 
 // Stores two adjacent outputs (a at y[off], b at y[off + 1]) with one instruction; the
@@ -1469,11 +1487,15 @@ __device__ __forceinline__ void xp_transpose_piece_f32(uint32_t piece, uint32_t 
 // unshifted box; the epilogue sums the taps' columns at their shifts.
 // kXp (16-bit types or TF32, not kSplit or kRaw): the input transposed in the kernel (see the
 // top of this file); map is then the raw tensor map over x, and warp 5 transposes.
+// CG = 2 (channel-major tiles reading the copy or a channels_last input, not kSplit, kRaw,
+// kXp, FOLD or WPH): two consumer warpgroups share each stage's box, warpgroup j with the
+// weight tiles of the tile's channels 64 j .. 64 j + 63 (a tile of 128 channels, the box
+// copied into shared memory once for both), one block a multiprocessor.
 template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1,
-          int WPH = 1, bool kXp = false>
+          int WPH = 1, bool kXp = false, int CG = 1>
 __global__ void __launch_bounds__(block_threads(kXp,
-                                                has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH)),
-                                  2)
+                                                has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH), CG),
+                                  CG == 2 ? 1 : 2)
     fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
   static_assert(!kXp || (!kSplit && !kRaw),
                 "the input transposed in the kernel: 16-bit types or TF32");
@@ -1486,6 +1508,9 @@ __global__ void __launch_bounds__(block_threads(kXp,
                 "position-major tiles: m64 blocks of positions, at most 64 channels");
   static_assert(FOLD == 1 || (NC > 0 && !kSplit && !kRaw && NC * FOLD <= 256),
                 "W taps fold into position-major tiles' N, at most 256 columns");
+  static_assert(CG == 1 || (CG == 2 && NC == 0 && !kSplit && !kRaw && !kXp && FOLD == 1 &&
+                            WPH == 1),
+                "two consumer warpgroups: channel-major tiles reading the copy");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace tma;
   constexpr int kc = Kc<T>::value;
@@ -1495,6 +1520,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
   constexpr int kCw = kPos ? NC * FOLD : kM;  // weight tile rows (output channels x folded taps)
   constexpr bool kFold = FOLD > 1;
   constexpr bool kCopier = has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH);
+  constexpr int kProducerWarp = 4 * CG, kExtraWarp = 4 * CG + 1;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Stages (1024-byte aligned: the swizzle patterns), then the headers, the epilogue's
   // staging, the tile info and the barriers.
@@ -1506,7 +1532,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
   float* epi = reinterpret_cast<float*>(headers + kMaxStages * kHeaderBytes);
   EpiInfo* info = reinterpret_cast<EpiInfo*>(headers + kMaxStages * kHeaderBytes + p.epi_bytes);
   uint64_t* bars = reinterpret_cast<uint64_t*>(headers + kMaxStages * kHeaderBytes +
-                                               p.epi_bytes + kInfoBytes);
+                                               p.epi_bytes + CG * kInfoBytes);
   const uint32_t full0 = smem_addr(bars), empty0 = smem_addr(bars + kMaxStages);
   // Broadcast, so that the compiler knows these are uniform across each warp (wgmma
   // behind branches it cannot prove uniform is serialized, ptxas C7520).
@@ -1524,7 +1550,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
     for (int s = 0; s < p.stages; ++s) {
       // (kXp: the producer's arrival with the weight tiles' bytes, and the transposer's 32.)
       mbar_init(full0 + 8 * s, kXp ? 33 : 1);
-      mbar_init(empty0 + 8 * s, 128);  // every consumer thread releases (racecheck sees it)
+      mbar_init(empty0 + 8 * s, 128 * CG);  // every consumer thread releases (racecheck sees it)
       if (p.w_reuse) reinterpret_cast<StageHeader*>(headers + s * kHeaderBytes)->w_src = -1;
     }
     if constexpr (kXp) {
@@ -1537,7 +1563,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
   }
   __syncthreads();
 
-  if (kXp && warp == 5) {
+  if (kXp && warp == kExtraWarp) {
     // ---------------------------------------------------------------- transposer
     int xs = 0;
     uint32_t xpar = 0;
@@ -1581,7 +1607,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
     return;
   }
 
-  if (kCopier && warp == 5) {
+  if (kCopier && warp == kExtraWarp) {
     // ---------------------------------------------------------------- copier
     // Units of copy_chunk positions of one (sample, group) and one channel block, in the
     // order the tiles run (groups, samples, then positions; the channel blocks of a chunk
@@ -1634,7 +1660,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
     return;
   }
 
-  if (warp == 4) {
+  if (warp == kProducerWarp) {
     // ---------------------------------------------------------------- producer
     if (lane != 0) return;
     int stage = 0;
@@ -1696,8 +1722,9 @@ __global__ void __launch_bounds__(block_threads(kXp,
         const bool mma = cols > 0 && td.count > 0 && th.count > 0 && tw.count > 0;
         const int hblocks = mma ? (th.count + p.hb - 1) / p.hb : 0;
         const int steps = mma ? td.count * hblocks * p.cblocks : 1;
-        const int64_t wtile0 =
-            ((int64_t(g) * p.co_tiles + cot) * (p.phases * nw) + phf) * p.tmax[0] * p.cblocks;
+        // (CG = 2: the packed weight's 64-channel tiles 2 cot and 2 cot + 1.)
+        const int64_t wtile0 = ((int64_t(g) * p.co_tiles * CG + cot * CG) * (p.phases * nw) + phf) *
+                               p.tmax[0] * p.cblocks;
         const int ngc0 = (n * p.groups + g) * p.cblocks;
         int jd = 0, hbi = 0, cb = 0;
         if (kCopier && p.fused && mma) {
@@ -1800,7 +1827,8 @@ __global__ void __launch_bounds__(block_threads(kXp,
             const uint32_t wcopy = w_kept ? 0u : wbytes;
             // (kXp: the box comes from the transposer, only the weight tiles by copy.)
             mbar_arrive_expect_tx(full, kXp ? wcopy
-                                            : (uint32_t(p.box_bytes) + wcopy) * (kSplit ? 2u : 1u));
+                                            : (uint32_t(p.box_bytes) + CG * wcopy) *
+                                                  (kSplit ? 2u : 1u));
             const int w0 = p.sc ? qw0 + p.sc_clo : qw0 + tw.off0 - (tw.count - 1) * tw.doff;
             const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
             const int d0 = qd + td.off0 - jd * td.doff;
@@ -1844,6 +1872,12 @@ __global__ void __launch_bounds__(block_threads(kXp,
             }
             const unsigned char* wp = static_cast<const unsigned char*>(p.wp);
             if (!w_kept) bulk_load(box + p.w_off, wp + wt, wbytes, full);
+            if constexpr (CG == 2) {
+              // (The second warpgroup's channels: the next 64-channel tile of the packing.)
+              const int64_t half = int64_t(p.phases * nw) * p.tmax[0] * p.cblocks * tmax_hw *
+                                   p.tile_bytes;
+              if (!w_kept) bulk_load(box + p.w_off + p.coop_w_half, wp + wt + half, wbytes, full);
+            }
             if constexpr (kSplit) {
               // (Stacked samples: the residual copies are samples batch .. 2 batch - 1.)
               if (p.stack_n)
@@ -1881,6 +1915,11 @@ __global__ void __launch_bounds__(block_threads(kXp,
   }
 
   // ------------------------------------------------------------------ consumers
+  // (CG = 2: warpgroup wgi of the block, wq the warp within it; each has its own EpiInfo
+  // and named barrier, and the warps their own staging.)
+  const int wgi = CG == 2 ? warp / 4 : 0, wq = CG == 2 ? warp % 4 : warp;
+  if constexpr (CG == 2)
+    info = reinterpret_cast<EpiInfo*>(reinterpret_cast<unsigned char*>(info) + wgi * kInfoBytes);
   float acc[kMB][kNA / 2];
   // WPH = 2 (W phase pairs, Params::wm with a W stride of 2): the second phase's
   // accumulators, and what the first phase's epilogue step left for the pair's: whether it
@@ -1934,13 +1973,13 @@ __global__ void __launch_bounds__(block_threads(kXp,
         const int shift_h = __shfl_sync(0xffffffffu, lane == 0 ? hd->shift_h : 0, 0);
         const int doff_w = __shfl_sync(0xffffffffu, lane == 0 ? hd->doff_w : 0, 0);
         const uint32_t box = smem_addr(st);
-        const uint32_t wts = box + p.w_off;
+        const uint32_t wts = box + p.w_off + (CG == 2 ? wgi * p.coop_w_half : 0);
         if constexpr (kRaw) {
           const int wsh = __shfl_sync(0xffffffffu, lane == 0 ? hd->wsh : 0, 0);
           raw_steps<NC, kMB, kRawBatch<kMB>>(acc, ra0, ra1, raw_odd,
                                              reinterpret_cast<const float*>(st) + wsh,
                                              p.hbox * p.wbox, wts, hcnt, cw, ksteps, shift_h,
-                                             doff_w, warp, g8, t4, accumulate);
+                                             doff_w, wq, g8, t4, accumulate);
         } else {
           // Split TF32: the residual copies' descriptors, the same addresses moved by their
           // offsets (in the descriptor's 16-byte units).
@@ -2047,17 +2086,19 @@ __global__ void __launch_bounds__(block_threads(kXp,
     }
     // The last stage's header describes the tile's output: copy it, then release.
     const StageHeader* hd = reinterpret_cast<const StageHeader*>(headers + prev * kHeaderBytes);
-    named_sync_consumers();  // every warp is done with the previous tile's info
-    if (threadIdx.x < kMaxRows) {
-      if (int(threadIdx.x) < hd->rows) info->base[threadIdx.x] = hd->base[threadIdx.x];
-    } else if (threadIdx.x < kMaxRows + kM) {
-      const int m = threadIdx.x - kMaxRows;
-      info->bias[m] = bias != nullptr && m < hd->co_valid
-                          ? Elem<T>::to_float(bias[int64_t(hd->co0 + m) * p.b_str])
+    named_sync_consumers(wgi);  // every warp is done with the previous tile's info
+    // (CG = 2: warpgroup wgi's channels are the tile's 64 wgi .. 64 wgi + 63.)
+    const int tid = int(threadIdx.x % 128), cofs = kM * wgi;
+    if (tid < kMaxRows) {
+      if (tid < hd->rows) info->base[tid] = hd->base[tid];
+    } else if (tid < kMaxRows + kM) {
+      const int m = tid - kMaxRows;
+      info->bias[m] = bias != nullptr && m + cofs < hd->co_valid
+                          ? Elem<T>::to_float(bias[int64_t(hd->co0 + cofs + m) * p.b_str])
                           : 0.f;
-    } else if (threadIdx.x == kMaxRows + kM) {
-      info->co0 = hd->co0;
-      info->co_valid = hd->co_valid;
+    } else if (tid == kMaxRows + kM) {
+      info->co0 = hd->co0 + cofs;
+      info->co_valid = max(hd->co_valid - cofs, 0);
       info->rows = hd->rows;
       info->cols = hd->cols;
       info->col_step = hd->col_step;
@@ -2067,20 +2108,20 @@ __global__ void __launch_bounds__(block_threads(kXp,
       info->wm_ocols = hd->wm_ocols;
       info->wm_end = (hd->flags & kTileEnd) != 0;
     }
-    named_sync_consumers();  // every read of the header is done: release its stage
+    named_sync_consumers(wgi);  // every read of the header is done: release its stage
     mbar_arrive(empty0 + 8 * prev);
     const int co_valid = info->co_valid, rows = info->rows, cols = info->cols;
     const int64_t ys1 = p.y_str[1];
     if constexpr (WPH > 1) {
       pair_epilogue<T, N, NC>(acc, acc2, pair_mma0, has_mma, pair_cols0, stg, y, info, co_valid,
-                              rows, cols, ys1, p.wbox, warp, g8, t4);
+                              rows, cols, ys1, p.wbox, wq, g8, t4);
     } else if (!kFold && !kSplit && p.wm) {
       // (Not with split TF32: its epilogue's copy of the running sums and this one together
       // made ptxas serialize its wgmma, C7515.)
       if constexpr (!kFold && !kSplit)
         merged_phase_epilogue<T, N, NC>(
             acc, reinterpret_cast<T*>(NC > 0 ? epi : epi + kEpiBytes / 4), stg, y, p, info,
-            co_valid, rows, cols, ys1, has_mma, warp, g8, t4);
+            co_valid, rows, cols, ys1, has_mma, wq, g8, t4);
     } else if constexpr (!kPos) {
       // Epilogue: warp w owns channels 16w .. 16w + 15 (rows 16w + 8h + g of the
       // accumulators), stages them 64 positions at a time and stores each channel's
@@ -2099,12 +2140,12 @@ __global__ void __launch_bounds__(block_threads(kXp,
         }
         __syncwarp();
         const int nn = pass * 64 + 2 * lane;
-        if (ys1 == 1 && co_valid >= 16 * warp + 16) {
-          store_position_channels<T, N>(y, stg, pass, lane, warp * 16, info, p.wbox, rows, cols,
+        if (ys1 == 1 && co_valid >= 16 * wq + 16) {
+          store_position_channels<T, N>(y, stg, pass, lane, wq * 16, info, p.wbox, rows, cols,
                                         !has_mma);
         } else if (nn < N) {
-          store_two_positions<T, 4>(y, stg + 2 * lane, kEpiPitch, nn, warp * 16,
-                                 co_valid - warp * 16, info, p.wbox, rows, cols, ys1, !has_mma);
+          store_two_positions<T, 4>(y, stg + 2 * lane, kEpiPitch, nn, wq * 16,
+                                 co_valid - wq * 16, info, p.wbox, rows, cols, ys1, !has_mma);
         }
         __syncwarp();
       }
@@ -2117,7 +2158,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
       constexpr int kPitch = 16 * kMB + 4;
       static_assert(kPitch <= kEpiPitch, "staging fits the warp's area");
       const int j = 2 * lane;  // the lane's first staged position
-      const int nn = 64 * (j / 16) + 16 * warp + j % 16;
+      const int nn = 64 * (j / 16) + 16 * wq + j % 16;
 #pragma unroll
       for (int pass = 0; pass < (NC + 15) / 16; ++pass) {
 #pragma unroll
@@ -2144,7 +2185,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
             const int q = lane + 32 * k;
             if (q < 16 * kMB)
               store_channels_of_position<T, 16>(y, stg, kPitch, q,
-                                                64 * (q / 16) + 16 * warp + q % 16, 16 * pass,
+                                                64 * (q / 16) + 16 * wq + q % 16, 16 * pass,
                                                 info, p.wbox, rows, cols, !has_mma);
           }
         } else if (NC % 16 == 8 && ys1 == 1 && left == 8) {
@@ -2154,7 +2195,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
             const int q = lane + 32 * k;
             if (q < 16 * kMB)
               store_channels_of_position<T, 8>(y, stg, kPitch, q,
-                                               64 * (q / 16) + 16 * warp + q % 16, 16 * pass,
+                                               64 * (q / 16) + 16 * wq + q % 16, 16 * pass,
                                                info, p.wbox, rows, cols, !has_mma);
           }
         } else if (j < 16 * kMB) {
@@ -2202,7 +2243,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
             for (int i = 0; i < kMB; ++i)
 #pragma unroll
               for (int h = 0; h < 2; ++h) {
-                const int m = 64 * i + 16 * warp + 8 * h + g8;
+                const int m = 64 * i + 16 * wq + 8 * h + g8;
                 const int r = m / p.wbox;
                 const int o = (m - r * p.wbox) * p.sc_s + ef;
                 const bool ok = r < p.rows && o >= 0 && o < p.sc_wo;
@@ -2228,7 +2269,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
             for (int i = 0; i < kMB; ++i)
 #pragma unroll
               for (int h = 0; h < 2; ++h) {
-                const int n = 64 * i + 16 * warp + 8 * h + g8 - sh;
+                const int n = 64 * i + 16 * wq + 8 * h + g8 - sh;
 #pragma unroll
                 for (int c = 0; c < NC / 8; ++c)
 #pragma unroll
