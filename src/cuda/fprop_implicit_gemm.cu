@@ -915,14 +915,18 @@ int wgmma_planner_sms() {
 // kernel, 1.75 ms against 1.86 with the copy and two warpgroups (so the transposition
 // stays). CONVT_WG_COOP=0 keeps one warpgroup, =1 takes two wherever they can run.
 //
-// Fewer positions: where the tiles are fewer than the blocks resident at once (two per
-// multiprocessor, as the stages are sized; one with two warpgroups), each block runs one
-// tile and the call takes one tile's time, which a smaller N shortens as long as its tiles
-// still fit: of the N choices, the least waves x N (ceil(tiles / slots) x positions a tile;
-// the largest N on a tie). DCGAN's 100 -> 512 layer at batch 128 (4 x 4 planes stacked):
-// 152 tiles of 208 positions or 256 of 128, measured on an H100 (docs/kernels.md): 0.050 ->
-// 0.042 ms in float32, 0.046 -> 0.042 in bfloat16. Position-major tiles have one N.
-// CONVT_WG_FILL=0 keeps the largest N.
+// Fewer positions: a call of few tiles takes about waves x a tile's time (waves = ceil(tiles /
+// slots), slots the blocks resident at once: two per multiprocessor, as the stages are
+// sized, one with two warpgroups), which a smaller N can shorten: where the tiles are fewer
+// than the slots, each block runs one tile, and a smaller N shortens it as long as its
+// tiles still fit; where they make a few waves, the last one partial, a smaller N may fill
+// it. Of the N choices, the least waves x N (the largest N on a tie; from two waves on, only
+// where it is at least 10% less, since smaller tiles move more bytes per multiply-add), up
+// to CONVT_WG_FILL_WAVES waves of the largest N (default 4; 1: only plans of fewer tiles
+// than slots). DCGAN's 100 -> 512 layer at batch 128 (4 x 4 planes stacked): 152 tiles of
+// 208 positions or 256 of 128, measured on an H100 (docs/kernels.md): 0.050 -> 0.042 ms in
+// float32, 0.046 -> 0.042 in bfloat16. Position-major tiles have one N. CONVT_WG_FILL=0
+// keeps the largest N.
 static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw = false,
                             bool wmerge = false, bool wpairs = false, bool xp_ok = true) {
   const ImplicitGemmFpropPlan in = plan;
@@ -940,16 +944,21 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
     return;
   // (Two consumer warpgroups: one block a multiprocessor.)
   const int64_t slots = (plan.wg_coop ? 1 : 2) * int64_t(wgmma_planner_sms());
-  if (plan.wg_tiles >= slots) return;
-  int64_t best = plan.wg_n;  // one wave
+  const int64_t waves_env = wg_env_int("CONVT_WG_FILL_WAVES");
+  const int64_t max_waves = waves_env > 0 ? waves_env : 4;
+  const int64_t waves = (plan.wg_tiles + slots - 1) / slots;
+  if (plan.wg_tiles >= slots * max_waves) return;
+  const int64_t n0 = plan.wg_n;
+  int64_t best = waves * n0;
   for (int i = wg::kNumN - 1; i >= 0; --i) {
     const int64_t n = wg::n_choice(i);
-    if (n >= plan.wg_n) continue;
+    if (n >= n0) continue;
     ImplicitGemmFpropPlan c = in;
     plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, n, plan.wg_coop);
     if (!c.wg || c.wg_n > n || c.wg_coop != plan.wg_coop) continue;
     const int64_t est = (c.wg_tiles + slots - 1) / slots * c.wg_n;
-    if (est < best) {
+    // (From two waves on: at least 10% less than the largest N's.)
+    if (est < best && (waves == 1 || 10 * est <= 9 * waves * n0)) {
       best = est;
       plan = c;
     }
