@@ -1139,6 +1139,10 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
   bool wg_sparse = false;
   // (The stacked tile was declined for the TMA kernel's half-full W segments.)
   bool stack_declined = false;
+  // (The wgmma plan was declined for its few K steps per block, and its workspace: kept for
+  // where the TMA kernel cannot run the problem either.)
+  bool wg_few_steps = false;
+  std::size_t wg_few_steps_ws = 0;
 
   // The TMA-fed kernel: tile of 128 positions x BN channels x BK input channels. Its packed
   // weight (channels padded to BK and BN <= 64) never exceeds the workspace above.
@@ -1268,6 +1272,22 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
                                      : (k_avg >= (phases == 1 ? 128 : 384) && cog >= 48) ||
                                            k_avg >= 1024 || cog <= 16 ||
                                            plan.wg_used_plane >= 1.5 * tma_fill;
+      // 16-bit layers of at most two waves of wgmma tiles (slots: two blocks a multiprocessor,
+      // one with two warpgroups) with at most 8 K steps a block: the wgmma path's fixed costs
+      // (the input's copy or transposition, each tile's pipeline fill) are not paid back,
+      // and the TMA kernel runs them faster. Measured on an H100 (docs/kernels.md, GPU time):
+      // HiFi-GAN 256 -> 128 (kernel 16, stride 8; 2 waves x 4 K steps) 0.066 -> 0.049 ms in
+      // bfloat16, its 128 -> 64 and 64 -> 32 layers (kernel 4, stride 2; 2 x 2) 0.029 ->
+      // 0.027 and 0.035 -> 0.027, FCN-8s upscore2 (1 x 2) 0.019 -> 0.011; the layers of 3 or
+      // more waves, or of more K steps (DCGAN's, U-Net's, CenterNet's; kb*), stay faster
+      // on wgmma.
+      const int64_t wg_slots = (plan.wg_coop ? 1 : 2) * int64_t(wgmma_planner_sms());
+      const int64_t wg_waves = (plan.wg_tiles + wg_slots - 1) / wg_slots;
+      // (CONVT_WG_FEW_STEPS=0 keeps the wgmma kernel there.)
+      const char* fs_env = std::getenv("CONVT_WG_FEW_STEPS");
+      const bool few_steps = p.dtype != DType::kFloat32 && wg_waves <= 2 &&
+                             wg_waves * plan.wg_steps <= 8 &&
+                             !(fs_env != nullptr && fs_env[0] == '0');
       if (!take) {
         plan.wg = false;
         plan.workspace_bytes = mma_workspace;
@@ -1297,6 +1317,13 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
         plan.wg_reason = detail::str_cat("its best tile computes ", int(plan.wg_used * 100 + 0.5),
                                          "% of its positions for outputs");
         wg_sparse = true;
+      } else if (few_steps) {
+        plan.wg = false;
+        wg_few_steps = true;
+        wg_few_steps_ws = plan.workspace_bytes;
+        plan.workspace_bytes = mma_workspace;
+        plan.wg_reason = detail::str_cat(wg_waves, " waves of tiles of ", plan.wg_steps,
+                                         " K steps: the TMA kernel is faster");
       }
     }
     if (raw_ok && raw_env == 1) {
@@ -1383,6 +1410,12 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
                                         q[2]);
     else
       plan.tma = true;
+    if (wg_few_steps && !plan.tma) {
+      // (The wgmma plan declined for its few K steps, where the TMA kernel cannot run.)
+      plan.wg = true;
+      plan.workspace_bytes = wg_few_steps_ws;
+      plan.wg_reason.clear();
+    }
     if (opt.forward_kernel == ForwardKernel::kImplicitGemmTma ||
         opt.forward_kernel == ForwardKernel::kImplicitGemmWgmma)
       return plan;

@@ -767,7 +767,7 @@ TEST(CudaPlanner, FewTilesTakeTheNThatFillsTheMachine) {
 }
 
 TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
-  int taken = 0, declined = 0, upsampled = 0, sparse = 0, stack_declined = 0;
+  int taken = 0, declined = 0, upsampled = 0, sparse = 0, stack_declined = 0, few_steps = 0;
   for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& p, MathMode math,
                                                   const Plan& plan) {
     if (!plan.usable) return;
@@ -794,8 +794,15 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
     const double k = double(cig) * double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]) /
                      double(p.stride[0] * p.stride[1] * p.stride[2]);
     bool want;
+    bool few = false;
     if (p.dtype != DType::kFloat32) {
       want = k >= 64 || cog <= 16;
+      // (At most two waves of tiles with at most 8 K steps a block: the TMA kernel, where it
+      // can run the problem.)
+      const int64_t slots = (forced.wg_coop ? 1 : 2) * int64_t(convt::cuda::wgmma_planner_sms());
+      const int64_t waves = (forced.wg_tiles + slots - 1) / slots;
+      few = !forced.wg_wmerge && !forced.wg_wpairs && waves <= 2 &&
+            waves * forced.wg_steps <= 8;
     } else if (math == MathMode::kStrictFP32) {
       want = k >= 128 || (k >= 96 && cog >= 48) || cog <= 16;
     } else {
@@ -834,8 +841,18 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
         ++stack_declined;
         return;
       }
-      EXPECT_TRUE(plan.wg);
-      EXPECT_EQ(plan.wg_stack, forced.wg_stack);
+      if (!few) {
+        EXPECT_TRUE(plan.wg);
+        EXPECT_EQ(plan.wg_stack, forced.wg_stack);
+      }
+    }
+    if (want && few) {
+      EXPECT_EQ(plan.wg, !plan.tma) << plan.wg_reason;
+      if (!plan.wg)
+        EXPECT_NE(plan.wg_reason.find(" K steps: the TMA kernel is faster"), std::string::npos)
+            << plan.wg_reason;
+      ++few_steps;
+      return;
     }
     EXPECT_EQ(plan.wg, want) << "K " << k << ", " << cog << " output channels per group";
     if (plan.wg) {
@@ -851,6 +868,7 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
   EXPECT_GT(declined, 50);
   EXPECT_GT(upsampled, 20);
   EXPECT_GT(sparse, 5);
+  EXPECT_GT(few_steps, 3);
   (void)stack_declined;  // (none among the fuzzed problems: CudaPlanner.SmallPlanesStackInATile)
 }
 
