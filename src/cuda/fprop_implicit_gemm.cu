@@ -1273,20 +1273,22 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
                                            k_avg >= 1024 || cog <= 16 ||
                                            plan.wg_used_plane >= 1.5 * tma_fill;
       // 16-bit layers of at most two waves of wgmma tiles (slots: two blocks a multiprocessor,
-      // one with two warpgroups) with at most 8 K steps a block: the wgmma path's fixed costs
-      // (the input's copy or transposition, each tile's pipeline fill) are not paid back,
-      // and the TMA kernel runs them faster. Measured on an H100 (docs/kernels.md, GPU time):
-      // HiFi-GAN 256 -> 128 (kernel 16, stride 8; 2 waves x 4 K steps) 0.066 -> 0.049 ms in
-      // bfloat16, its 128 -> 64 and 64 -> 32 layers (kernel 4, stride 2; 2 x 2) 0.029 ->
-      // 0.027 and 0.035 -> 0.027, FCN-8s upscore2 (1 x 2) 0.019 -> 0.011; the layers of 3 or
-      // more waves, or of more K steps (DCGAN's, U-Net's, CenterNet's; kb*), stay faster
-      // on wgmma.
+      // one with two warpgroups) with at most 8 K steps a block, whose rows fill the TMA
+      // kernel's W segments (64 positions) at least 2/3 as well as one plane fills the wgmma
+      // tile: the wgmma path's fixed costs (the input's copy or transposition, each tile's
+      // pipeline fill) are not paid back, and the TMA kernel runs them faster. Measured on an
+      // H100 (docs/kernels.md, GPU time, bfloat16): HiFi-GAN 256 -> 128 (kernel 16, stride 8;
+      // 2 waves x 4 K steps) 0.060 -> 0.049 ms, 128 -> 64 (kernel 4, stride 2; 2 x 2) 0.030 ->
+      // 0.027; but rows of 16 (a quarter of a segment) 1.8x-3.2x slower on the TMA kernel
+      // (scripts/suites/short_rows.json), and the layers of 3 or more waves or more K steps
+      // (DCGAN's, U-Net's, CenterNet's; kb*) stay faster on wgmma.
       const int64_t wg_slots = (plan.wg_coop ? 1 : 2) * int64_t(wgmma_planner_sms());
       const int64_t wg_waves = (plan.wg_tiles + wg_slots - 1) / wg_slots;
       // (CONVT_WG_FEW_STEPS=0 keeps the wgmma kernel there.)
       const char* fs_env = std::getenv("CONVT_WG_FEW_STEPS");
       const bool few_steps = p.dtype != DType::kFloat32 && wg_waves <= 2 &&
                              wg_waves * plan.wg_steps <= 8 &&
+                             plan.wg_used_plane < 1.5 * tma_fill &&
                              !(fs_env != nullptr && fs_env[0] == '0');
       if (!take) {
         plan.wg = false;

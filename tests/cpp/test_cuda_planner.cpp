@@ -801,8 +801,10 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
       // can run the problem.)
       const int64_t slots = (forced.wg_coop ? 1 : 2) * int64_t(convt::cuda::wgmma_planner_sms());
       const int64_t waves = (forced.wg_tiles + slots - 1) / slots;
+      const int64_t q2 = (p.output_sizes()[2] + p.stride[2] - 1) / p.stride[2];
+      const double fill = double(q2) / double((q2 + 63) / 64 * 64);
       few = !forced.wg_wmerge && !forced.wg_wpairs && waves <= 2 &&
-            waves * forced.wg_steps <= 8;
+            waves * forced.wg_steps <= 8 && forced.wg_used_plane < 1.5 * fill;
     } else if (math == MathMode::kStrictFP32) {
       want = k >= 128 || (k >= 96 && cog >= 48) || cog <= 16;
     } else {
