@@ -1253,6 +1253,37 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
     const int raw_env = raw_env_s != nullptr && *raw_env_s != '\0' ? std::atoi(raw_env_s) : -1;
     const bool raw_ok =
         !upsampled && !merged && p.dtype == DType::kFloat32 && !plan.split && raw_env != 0;
+    // 16-bit layers of at most two waves of wgmma tiles (slots: two blocks a multiprocessor,
+    // one with two warpgroups) with at most 8 K steps a block, whose rows fill the TMA
+    // kernel's W segments (64 positions) at least 2/3 as well as one plane fills the wgmma
+    // tile: the wgmma path's fixed costs (the input's copy or transposition, each tile's
+    // pipeline fill) are not paid back, and the TMA kernel runs them faster. Measured on an
+    // H100 (docs/kernels.md, GPU time, bfloat16): HiFi-GAN 256 -> 128 (kernel 16, stride 8;
+    // 2 waves x 4 K steps) 0.060 -> 0.049 ms, 128 -> 64 (kernel 4, stride 2; 2 x 2) 0.030 ->
+    // 0.027; but rows of 16 (a quarter of a segment) 1.8x-3.2x slower on the TMA kernel
+    // (scripts/suites/short_rows.json), and the layers of 3 or more waves or more K steps
+    // (DCGAN's, U-Net's, CenterNet's; kb*) stay faster on wgmma.
+    // (CONVT_WG_FEW_STEPS=0 keeps the wgmma kernel there.) Also W phase pairs plans, which the
+    // dispatch below does not otherwise weigh: HiFi-GAN 64 -> 32 (kernel 4, stride 2) 0.035 ->
+    // 0.027 ms in bfloat16 on the TMA kernel (H100, docs/kernels.md).
+    auto few_k_steps = [&](const ImplicitGemmFpropPlan& pl) {
+      const char* fs_env = std::getenv("CONVT_WG_FEW_STEPS");
+      if (p.dtype == DType::kFloat32 || (fs_env != nullptr && fs_env[0] == '0')) return false;
+      const int64_t seg = 128 / dtype_size(p.dtype);
+      const double fill = double(q[2]) / double((q[2] + seg - 1) / seg * seg);
+      const int64_t slots = (pl.wg_coop ? 1 : 2) * int64_t(wgmma_planner_sms());
+      const int64_t waves = (pl.wg_tiles + slots - 1) / slots;
+      return waves <= 2 && waves * pl.wg_steps <= 8 && pl.wg_used_plane < 1.5 * fill;
+    };
+    auto decline_few_k_steps = [&](ImplicitGemmFpropPlan& pl) {
+      const int64_t slots = (pl.wg_coop ? 1 : 2) * int64_t(wgmma_planner_sms());
+      pl.wg = false;
+      wg_few_steps = true;
+      wg_few_steps_ws = pl.workspace_bytes;
+      pl.workspace_bytes = mma_workspace;
+      pl.wg_reason = detail::str_cat((pl.wg_tiles + slots - 1) / slots, " waves of tiles of ",
+                                     pl.wg_steps, " K steps: the TMA kernel is faster");
+    };
     if (plan.wg && !upsampled && !merged && opt.forward_kernel == ForwardKernel::kAuto) {
       const double k_avg = double(cig) * double(p.kernel_size[0] * p.kernel_size[1] *
                                                 p.kernel_size[2]) / double(phases);
@@ -1272,24 +1303,6 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
                                      : (k_avg >= (phases == 1 ? 128 : 384) && cog >= 48) ||
                                            k_avg >= 1024 || cog <= 16 ||
                                            plan.wg_used_plane >= 1.5 * tma_fill;
-      // 16-bit layers of at most two waves of wgmma tiles (slots: two blocks a multiprocessor,
-      // one with two warpgroups) with at most 8 K steps a block, whose rows fill the TMA
-      // kernel's W segments (64 positions) at least 2/3 as well as one plane fills the wgmma
-      // tile: the wgmma path's fixed costs (the input's copy or transposition, each tile's
-      // pipeline fill) are not paid back, and the TMA kernel runs them faster. Measured on an
-      // H100 (docs/kernels.md, GPU time, bfloat16): HiFi-GAN 256 -> 128 (kernel 16, stride 8;
-      // 2 waves x 4 K steps) 0.060 -> 0.049 ms, 128 -> 64 (kernel 4, stride 2; 2 x 2) 0.030 ->
-      // 0.027; but rows of 16 (a quarter of a segment) 1.8x-3.2x slower on the TMA kernel
-      // (scripts/suites/short_rows.json), and the layers of 3 or more waves or more K steps
-      // (DCGAN's, U-Net's, CenterNet's; kb*) stay faster on wgmma.
-      const int64_t wg_slots = (plan.wg_coop ? 1 : 2) * int64_t(wgmma_planner_sms());
-      const int64_t wg_waves = (plan.wg_tiles + wg_slots - 1) / wg_slots;
-      // (CONVT_WG_FEW_STEPS=0 keeps the wgmma kernel there.)
-      const char* fs_env = std::getenv("CONVT_WG_FEW_STEPS");
-      const bool few_steps = p.dtype != DType::kFloat32 && wg_waves <= 2 &&
-                             wg_waves * plan.wg_steps <= 8 &&
-                             plan.wg_used_plane < 1.5 * tma_fill &&
-                             !(fs_env != nullptr && fs_env[0] == '0');
       if (!take) {
         plan.wg = false;
         plan.workspace_bytes = mma_workspace;
@@ -1319,15 +1332,13 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
         plan.wg_reason = detail::str_cat("its best tile computes ", int(plan.wg_used * 100 + 0.5),
                                          "% of its positions for outputs");
         wg_sparse = true;
-      } else if (few_steps) {
-        plan.wg = false;
-        wg_few_steps = true;
-        wg_few_steps_ws = plan.workspace_bytes;
-        plan.workspace_bytes = mma_workspace;
-        plan.wg_reason = detail::str_cat(wg_waves, " waves of tiles of ", plan.wg_steps,
-                                         " K steps: the TMA kernel is faster");
+      } else if (few_k_steps(plan)) {
+        decline_few_k_steps(plan);
       }
     }
+    if (plan.wg && merged && plan.wg_wpairs && opt.forward_kernel == ForwardKernel::kAuto &&
+        few_k_steps(plan))
+      decline_few_k_steps(plan);
     if (raw_ok && raw_env == 1) {
       ImplicitGemmFpropPlan r = before_wgmma;
       plan_wgmma_tile(p, r, true);

@@ -803,8 +803,8 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
       const int64_t waves = (forced.wg_tiles + slots - 1) / slots;
       const int64_t q2 = (p.output_sizes()[2] + p.stride[2] - 1) / p.stride[2];
       const double fill = double(q2) / double((q2 + 63) / 64 * 64);
-      few = !forced.wg_wmerge && !forced.wg_wpairs && waves <= 2 &&
-            waves * forced.wg_steps <= 8 && forced.wg_used_plane < 1.5 * fill;
+      few = !forced.wg_wmerge && waves <= 2 && waves * forced.wg_steps <= 8 &&
+            forced.wg_used_plane < 1.5 * fill;
     } else if (math == MathMode::kStrictFP32) {
       want = k >= 128 || (k >= 96 && cog >= 48) || cog <= 16;
     } else {
