@@ -29,6 +29,7 @@
 #   bash scripts/gpu_check.sh install copier-ab   # the copier warps' variants against the defaults
 #   bash scripts/gpu_check.sh install small-ab   # the models suite's layers under the planner's knobs
 #   bash scripts/gpu_check.sh install dispatch-ab   # the dispatch against each kernel forced
+#   bash scripts/gpu_check.sh install rules-ab   # the planner's rules of 274d21e-0d26e69 against what each replaced
 #   ENV_AB="base= noxp=CONVT_WG_XP=0" bash scripts/gpu_check.sh install env-ab
 #     # one build timed under several CONVT_* settings, alternated (scripts/env_ab.py)
 #   ENV_AB="base= old=PYTHONPATH=/tmp/old" bash scripts/gpu_check.sh install install-old env-ab
@@ -268,6 +269,21 @@ if has dispatch-ab; then
   step dispatch-ab-kb python3 scripts/env_ab.py --cases kb72,kb73,kb75,kb77,kb79,kb81 \
     --dtype fp32,bf16 --rounds 2 $S
   grep -E "geomean" "$OUT"/dispatch-ab-*.log | tee -a "$SUMMARY"
+fi
+if has rules-ab; then
+  # The wgmma planner's and dispatcher's rules against the choice each replaces: two
+  # consumer warpgroups (CONVT_WG_COOP=0: one), the N that fills up to four waves
+  # (CONVT_WG_FILL_WAVES=1: only below one wave), few K steps on the TMA kernel in 16-bit
+  # types (CONVT_WG_FEW_STEPS=0: wgmma), on the models and short-rows suites (GPU time
+  # alone) and the KernelBench cases that take two warpgroups.
+  S="base= one=CONVT_WG_COOP=0 w1=CONVT_WG_FILL_WAVES=1 keep=CONVT_WG_FEW_STEPS=0"
+  step rules-ab-models python3 scripts/env_ab.py --suite models --dtype fp32,bf16 --rounds 2 \
+    --gpu-time $S
+  step rules-ab-rows python3 scripts/env_ab.py --suite scripts/suites/short_rows.json \
+    --dtype bf16 --rounds 2 --gpu-time base= keep=CONVT_WG_FEW_STEPS=0
+  step rules-ab-kb python3 scripts/env_ab.py --cases kb64,kb69 --dtype fp32,bf16 --rounds 2 \
+    base= one=CONVT_WG_COOP=0
+  grep -E "geomean" "$OUT"/rules-ab-*.log | tee -a "$SUMMARY"
 fi
 if has small-ab; then
   # The models suite's small layers under the wgmma planner's knobs (K steps of fewer
