@@ -106,7 +106,10 @@
 // 64 x bk in the K-major core-matrix layout: one bulk copy per K step.
 //
 // Roles (160 threads, 192 with kXp or a copier): warps 0-3 are the consumer warpgroup, warp
-// 4's first lane the producer, warp 5 the transposer (kXp) or the copier (has_copier). The
+// 4's first lane the producer, warp 5 the transposer (kXp) or the copier (has_copier). With
+// two consumer warpgroups (CG = 2: tiles of 128 channels, the weight tiles of channels 64 j ..
+// 64 j + 63 for warpgroup j, the box shared; 288 or 320 threads, one block a multiprocessor)
+// warps 0-7 consume, warp 8 produces and warp 9 copies. The
 // grid is persistent (as many blocks as are resident, two per multiprocessor); the producer
 // takes tiles from a global counter (one atomic per tile, which balances phases of unequal
 // work), decodes them, and fills a ring of stages, each a header (what the consumers need
