@@ -91,6 +91,25 @@ def test_short_rows_suite_file_loads():
     assert {c.dims for c in suite.cases} == {1, 2, 3}
 
 
+def test_more_models_suite_file_loads():
+    """scripts/suites/more_models.json (more layers of published models, for measuring the
+    forward beyond the built-in models suite) is a valid suite file over 1-D, 2-D and 3-D
+    layers, each case with its source."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / "suites" / "more_models.json"
+    suite = load_suite(path)
+    assert len(suite.cases) == 18
+    assert len(set(suite.ids())) == 18
+    assert {c.dims for c in suite.cases} == {1, 2, 3}
+    by_id = {c.id: c for c in suite.cases}
+    assert by_id["maskrcnn_mask"].output_size == (28, 28)
+    assert by_id["wavegan_up1"].output_size == (64,)
+    assert by_id["convtasnet_dec"].output_size == (32000,)
+    assert by_id["fsrcnn_x3"].output_size == (384, 384)
+    assert by_id["unet3d_64"].output_size == (128, 128, 128)
+    raw = json.loads(path.read_text())
+    assert all(c.get("source") for c in raw["cases"])
+
+
 def test_kb72_fields():
     case = {c.id: c for c in load_suite("kernelbench").cases}["kb72"]
     assert case.dims == 3 and case.groups == 4 and not case.bias
