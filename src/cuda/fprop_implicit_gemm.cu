@@ -965,6 +965,39 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   }
 }
 
+// Split K (ImplicitGemmFpropPlan::wg_splits), opt-in while it is measured: CONVT_WG_SPLIT_K=1
+// splits the K steps of channel-major plans of fewer tiles than slots (the blocks resident
+// at once) into as many parts as fill the slots, at most 16 and at least 4 K steps a part;
+// CONVT_WG_SPLIT_K=S (2 to 16) asks for S parts wherever split K can run (tests). A tile's
+// parts then run on different blocks, each storing its float32 sums, and the last part adds
+// them in part order (deterministic) before the epilogue: layers of a few deep tiles (batch
+// 1 at low resolution: pix2pix 1024 -> 512 at 4 x 4 makes 8 tiles of 64 K steps) would
+// otherwise leave most multiprocessors idle.
+static void plan_wgmma_split_k(const Problem& p, ImplicitGemmFpropPlan& plan) {
+  plan.wg_splits = 1;
+  const int env = wg_env_int("CONVT_WG_SPLIT_K");
+  if (env <= 0 || !plan.wg || plan.wg_nc != 0 || plan.split || plan.wg_wmerge ||
+      plan.wg_wpairs || plan.wg_steps < 2)
+    return;
+  const int64_t slots = (plan.wg_coop ? 1 : 2) * int64_t(wgmma_planner_sms());
+  int64_t splits = 1;
+  if (env >= 2) {
+    splits = std::min<int64_t>({env, 16, plan.wg_steps});
+  } else if (plan.wg_tiles < slots) {
+    splits = std::min<int64_t>({16, slots / std::max<int64_t>(plan.wg_tiles, 1),
+                                plan.wg_steps / 4});
+  }
+  if (splits < 2 || plan.wg_tiles * splits > INT_MAX - (int64_t(1) << 22)) return;
+  const int64_t groups = plan.wg_coop ? 2 : 1;
+  plan.wg_splits = int(splits);
+  plan.wg_split_done_offset = std::size_t(round_up(int64_t(plan.workspace_bytes), 256));
+  plan.wg_partials_offset = std::size_t(
+      round_up(int64_t(plan.wg_split_done_offset) + 4 * plan.wg_tiles * groups, 256));
+  plan.workspace_bytes = plan.wg_partials_offset +
+                         std::size_t(plan.wg_tiles * splits * groups * 128 * (plan.wg_n / 2) * 4);
+  (void)p;
+}
+
 // p with zeros inserted along W, wup - 1 between neighbouring input columns, and W stride
 // 1: output column o then reads upsampled column o + pad - k * dil for tap k, which holds
 // input column (o + pad - k * dil) / s where s divides it and zero elsewhere, the strided
@@ -1347,6 +1380,7 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
   } else {
     plan.wg_reason = "another kernel requested";
   }
+  plan_wgmma_split_k(p, plan);
   if (opt.forward_kernel == ForwardKernel::kAuto ||
       opt.forward_kernel == ForwardKernel::kImplicitGemmTma ||
       opt.forward_kernel == ForwardKernel::kImplicitGemmWgmma) {
@@ -1770,6 +1804,8 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
                         : std::string(),
       plan.wg_w_resident ? detail::str_cat(" (weight tiles resident: ", plan.wg_steps,
                                            " K steps a tile)")
+                         : std::string(),
+      plan.wg_splits > 1 ? detail::str_cat(", K steps split in ", plan.wg_splits, " parts")
                          : std::string(),
       plan.wg_wup > 1 ? detail::str_cat(", zeros inserted along W (stride ", plan.wg_wup,
                                         " run as 1)")

@@ -129,6 +129,14 @@ struct ImplicitGemmFpropPlan {
   // channels instead of once per 64. wg_cw stays 64 (the packed weight's tiles).
   bool wg_coop = false;
   int wg_w_half = 0;
+  // Split K (channel-major tiles, not split TF32, W phases neither merged nor paired; opt-in,
+  // CONVT_WG_SPLIT_K): each tile's K steps in wg_splits parts run by different blocks, their
+  // float32 sums stored at wg_partials_offset (wg_tiles x wg_splits x warpgroups x 128
+  // threads x wg_n / 2 floats) and counted per (tile, warpgroup) at wg_split_done_offset
+  // (ints, zero before the kernel); the last part's warpgroup adds them in part order and
+  // stores the tile. 1: not split.
+  int wg_splits = 1;
+  std::size_t wg_split_done_offset = 0, wg_partials_offset = 0;
   std::string describe() const;
 };
 

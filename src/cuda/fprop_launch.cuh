@@ -693,7 +693,17 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.d_tiles = int(plan.wg_stack_n ? q[0] : (q[0] + plan.wg_stack - 1) / plan.wg_stack);
   fp.row_groups = int((q[1] + plan.wg_rows - 1) / plan.wg_rows);
   fp.col_segs = int((q[2] + plan.wg_wv - 1) / plan.wg_wv);
-  fp.tiles = int(plan.wg_tiles);
+  fp.tiles = int(plan.wg_tiles * plan.wg_splits);
+  fp.splits = plan.wg_splits;
+  if (plan.wg_splits > 1) {
+    // (Split K: the parts' counts per (tile, warpgroup), zero before the kernel.)
+    const int64_t groups = plan.wg_coop ? 2 : 1;
+    fp.split_done = reinterpret_cast<int*>(ws + plan.wg_split_done_offset);
+    fp.partials = reinterpret_cast<float*>(ws + plan.wg_partials_offset);
+    check_cuda(cudaMemsetAsync(fp.split_done, 0, std::size_t(4 * plan.wg_tiles * groups),
+                               opt.stream),
+               "cudaMemsetAsync");
+  }
   fp.stages = plan.wg_stages;
   fp.stage_bytes = plan.wg_stage_bytes;
   fp.box_bytes = plan.wg_box_bytes;

@@ -916,6 +916,61 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaCoop,
                          ::testing::Range(0, static_cast<int>(coop_cases().size())),
                          indexed_case_name);
 
+// Split K (ImplicitGemmFpropPlan::wg_splits, CONVT_WG_SPLIT_K): a tile's K steps in parts on
+// different blocks, the last part adding every part's float32 sums in part order. Parts that
+// divide the K steps evenly and not (3 of 16), more parts than a phase has K steps (strided
+// phases of fewer taps: those tiles take fewer parts), one and two warpgroups, bias, planes
+// stacked in a tile, 1-D and 3-D; the rule's own choice (=1) on a deep layer of few tiles.
+// Every precision but strict float32 (split TF32 does not take it).
+std::vector<Case> split_k_cases() {
+  std::vector<Case> v;
+  auto add = [&](Problem p, Layout layout = Layout::kContiguous) { v.push_back({p, layout}); };
+  // A DeconvNet-like deep layer at batch 1: 512 -> 128, 6 x 7, kernel 3, stride 1.
+  add(make_problem(2, 1, 512, 128, 1, {6, 7, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // 64 channels (one warpgroup), kernel 4, stride 2: phases of 2 x 2 taps.
+  add(make_problem(2, 2, 256, 64, 1, {5, 6, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // Kernel 3, stride 2: phases of 1 and 2 taps (fewer K steps than parts in some).
+  add(make_problem(2, 1, 96, 100, 1, {7, 9, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 1, 0},
+                   {1, 1, 1}, false));
+  // A DCGAN-like layer with stacked samples, two groups.
+  add(make_problem(2, 6, 256, 256, 2, {4, 4, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // 1-D, 3-D.
+  add(make_problem(1, 2, 256, 128, 1, {40, 1, 1}, {5, 1, 1}, {1, 1, 1}, {2, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(3, 1, 128, 64, 1, {3, 4, 5}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  return v;
+}
+
+class CudaWgmmaSplitK : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaSplitK, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  static const std::vector<Case> all = split_k_cases();
+  const Case& c = all[static_cast<size_t>(GetParam())];
+  for (const char* parts : {"3", "16", "1"}) {
+    SCOPED_TRACE(std::string("CONVT_WG_SPLIT_K=") + parts);
+    const ScopedEnv split("CONVT_WG_SPLIT_K", parts);
+    check_wgmma_case(c, 6007u * uint64_t(GetParam()) + 11,
+                     [&](const Precision& precision, bool split_tf32, const std::string& what) {
+                       expect_wgmma_kernel(precision, split_tf32, what);
+                       // (The rule's own choice on the deep batch-1 layer; forced elsewhere.)
+                       if (!split_tf32 && (std::string(parts) != "1" || GetParam() == 0))
+                         EXPECT_NE(what.find("K steps split in "), std::string::npos)
+                             << precision.name << ": " << what;
+                     });
+    if (quick_mode()) break;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaSplitK,
+                         ::testing::Range(0, static_cast<int>(split_k_cases().size())),
+                         indexed_case_name);
+
 // The weight cache (ExecOptions::weight_cache, convt::weight_relayout): for each
 // implicit-GEMM kernel (wgmma, TMA, gather) and precision, a forward that fills the cache
 // and one that takes it give the output of a forward without it, bit for bit; with the

@@ -521,6 +521,50 @@ TEST(CudaPlanner, TwoWarpgroupTilesShareTheBox) {
   EXPECT_TRUE(k.wg && k.wg_xp && !k.wg_coop) << k.describe();
 }
 
+// Split K (CONVT_WG_SPLIT_K, opt-in): =1 splits channel-major plans of fewer tiles than
+// slots into at most 16 parts of at least 4 K steps, as many as fill the slots; =S asks
+// for S parts (at most the K steps) wherever it can run; never split TF32, position-major
+// tiles or merged / paired W phases. The workspace holds the parts' counts and sums after
+// everything else. Unset: no plan is split.
+TEST(CudaPlanner, SplitKPartsFillTheMachineAndTheirWorkspace) {
+  int split = 0;
+  for (const char* env : {"", "1", "5"}) {
+    SCOPED_TRACE(std::string("CONVT_WG_SPLIT_K=") + env);
+    setenv("CONVT_WG_SPLIT_K", env, 1);
+    for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem&, MathMode,
+                                                               const Plan& plan) {
+      if (!plan.usable || !plan.wg) return;
+      const bool can = plan.wg_nc == 0 && !plan.split && !plan.wg_wmerge && !plan.wg_wpairs &&
+                       plan.wg_steps >= 2;
+      const int64_t slots = (plan.wg_coop ? 1 : 2) * int64_t(convt::cuda::wgmma_planner_sms());
+      if (env[0] == '\0' || !can) {
+        EXPECT_EQ(plan.wg_splits, 1);
+        return;
+      }
+      if (env[0] == '5') {
+        EXPECT_EQ(plan.wg_splits, std::min<int64_t>(5, plan.wg_steps));
+      } else {
+        const int64_t want = plan.wg_tiles < slots
+                                 ? std::min<int64_t>({16, slots / plan.wg_tiles, plan.wg_steps / 4})
+                                 : 1;
+        EXPECT_EQ(plan.wg_splits, want >= 2 ? want : 1);
+      }
+      if (plan.wg_splits == 1) return;
+      ++split;
+      const int64_t groups = plan.wg_coop ? 2 : 1;
+      EXPECT_EQ(plan.wg_split_done_offset % 256, 0u);
+      EXPECT_GE(plan.wg_split_done_offset, plan.wg_chunk_done_offset + plan.wg_chunk_done_bytes);
+      EXPECT_GE(plan.wg_partials_offset, plan.wg_split_done_offset + 4 * plan.wg_tiles * groups);
+      EXPECT_EQ(plan.wg_partials_offset % 256, 0u);
+      EXPECT_EQ(plan.workspace_bytes,
+                plan.wg_partials_offset +
+                    std::size_t(plan.wg_tiles * plan.wg_splits * groups * 128 * (plan.wg_n / 2) * 4));
+    });
+  }
+  unsetenv("CONVT_WG_SPLIT_K");
+  EXPECT_GT(split, 20);
+}
+
 TEST(CudaPlanner, SharedMemoryHoldsTheMmaReadsPastASmallBox) {
   Problem p;
   p.spatial_dims = 3;

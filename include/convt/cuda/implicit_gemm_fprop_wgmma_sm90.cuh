@@ -249,6 +249,9 @@ struct StageHeader {
   // W phases merged (valid with kLast): the W phase, and the tile's output columns (from
   // column 0 of base[], which is then the tile's first output column).
   int wm_rw, wm_ocols;
+  // Split K (Params::splits > 1; valid with kLast): the tile, this part of its K steps and
+  // the tile's parts.
+  int split_tile, split_part, split_parts;
   int64_t col_step;
   int64_t base[kMaxRows];
   // The producer's own record (Params::w_reuse): the weight tiles the stage holds, as the
@@ -265,6 +268,8 @@ struct EpiInfo {
   int co0, co_valid, rows, cols;
   int fcw, fdoff;  // FOLD: the phase's W taps and their spacing (StageHeader)
   int wm_rw, wm_ocols, wm_end;  // W phases merged (StageHeader; wm_end: kTileEnd)
+  // Split K (StageHeader; split_last: this warpgroup adds the parts' sums).
+  int split_tile, split_part, split_parts, split_last;
   int64_t col_step;
   int64_t base[kMaxRows];
   float bias[kM];
@@ -350,6 +355,16 @@ struct Params {
   // coop_w_half bytes after the first's (the packed weight's 64-channel tiles 2 c and 2 c + 1
   // of channel tile c). 0 with one warpgroup.
   int coop_w_half;
+  // Split K (channel-major tiles, not kSplit, W phases neither merged nor paired): the K
+  // steps of each tile in `splits` parts (1: none), part j of tile t the work item t *
+  // splits + j (tiles counts the work items). Each part's warpgroups store their
+  // accumulators into partials (float32, [tile][part][warpgroup][kNA / 8][128 threads] of
+  // float4) and count the part in split_done[tile * CG + warpgroup] (zero at launch); the
+  // warpgroup that counts the last part sums every part's accumulators in part order (so
+  // that the result does not depend on which part finished last) and runs the epilogue.
+  int splits;
+  int* split_done;
+  float* partials;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -1684,7 +1699,11 @@ __global__ void __launch_bounds__(block_threads(kXp,
       const int t = next;
       if (t >= p.tiles) break;
       next = atomicAdd(p.counter, 1);
-      int r = t;
+      // (Split K: work item t is part t % splits of tile t / splits.)
+      const int nsplit = p.splits > 1 ? p.splits : 1;
+      const int part = t % nsplit;
+      const int tile = t / nsplit;
+      int r = tile;
       const int cot = r % p.co_tiles; r /= p.co_tiles;
       const int ph = r % p.phases; r /= p.phases;
       const int cs = r % p.col_segs; r /= p.col_segs;
@@ -1724,12 +1743,22 @@ __global__ void __launch_bounds__(block_threads(kXp,
         }
         const bool mma = cols > 0 && td.count > 0 && th.count > 0 && tw.count > 0;
         const int hblocks = mma ? (th.count + p.hb - 1) / p.hb : 0;
-        const int steps = mma ? td.count * hblocks * p.cblocks : 1;
+        const int all_steps = mma ? td.count * hblocks * p.cblocks : 1;
+        // (Split K: the tile's parts, at most its K steps, and this part's K steps s0 .. s1 -
+        // 1; a tile without MMAs is part 0's alone.)
+        const int parts = mma ? min(nsplit, all_steps) : 1;
+        if (part >= parts) continue;
+        const int s0 = int(int64_t(all_steps) * part / parts);
+        const int s1 = int(int64_t(all_steps) * (part + 1) / parts);
+        const int steps = s1 - s0;
         // (CG = 2: the packed weight's 64-channel tiles 2 cot and 2 cot + 1.)
         const int64_t wtile0 = ((int64_t(g) * p.co_tiles * CG + cot * CG) * (p.phases * nw) + phf) *
                                p.tmax[0] * p.cblocks;
         const int ngc0 = (n * p.groups + g) * p.cblocks;
-        int jd = 0, hbi = 0, cb = 0;
+        // (The K step s = (jd hblocks + hbi) cblocks + cb, from s0 on.)
+        int cb = mma ? s0 % p.cblocks : 0;
+        int hbi = mma ? (s0 / p.cblocks) % hblocks : 0;
+        int jd = mma ? s0 / (p.cblocks * hblocks) : 0;
         if (kCopier && p.fused && mma) {
           // The input rows the tile's outputs read (samples n .. n_last, D positions d0 ..
           // d1, rows h0 .. h1 of group g), as the chunks of positions that hold them, unless
@@ -1776,6 +1805,9 @@ __global__ void __launch_bounds__(block_threads(kXp,
           hd->steps = steps;
           hd->wm_rw = rw;
           if (flags & kLast) {
+            hd->split_tile = tile;
+            hd->split_part = part;
+            hd->split_parts = parts;
             hd->co0 = g * p.cog + cot * p.cw;
             hd->co_valid = min(p.cw, p.cog - cot * p.cw);
             hd->rows = rows;
@@ -2110,9 +2142,57 @@ __global__ void __launch_bounds__(block_threads(kXp,
       info->wm_rw = hd->wm_rw;
       info->wm_ocols = hd->wm_ocols;
       info->wm_end = (hd->flags & kTileEnd) != 0;
+      info->split_tile = hd->split_tile;
+      info->split_part = hd->split_part;
+      info->split_parts = hd->split_parts;
     }
     named_sync_consumers(wgi);  // every read of the header is done: release its stage
     mbar_arrive(empty0 + 8 * prev);
+    if constexpr (!kPos && !kSplit && WPH == 1) {
+      const int parts = info->split_parts;
+      if (p.splits > 1 && has_mma && parts > 1) {
+        // Split K: store this part's sums, count it; the warpgroup that counts the last part
+        // adds every part's sums in part order and runs the epilogue, the others go on.
+        const int part = info->split_part;
+        constexpr int kChunks = kNA / 8;  // float4 of the thread's kNA / 2 sums
+        const int64_t slab = int64_t(kChunks) * 128;  // float4 of a warpgroup's part
+        float4* sums = reinterpret_cast<float4*>(p.partials) +
+                        (int64_t(info->split_tile) * p.splits * CG) * slab;
+        float4* mine = sums + (int64_t(part) * CG + wgi) * slab + tid;
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c)
+          __stcg(mine + c * 128, make_float4(acc[0][4 * c], acc[0][4 * c + 1], acc[0][4 * c + 2],
+                                             acc[0][4 * c + 3]));
+        __threadfence();
+        named_sync_consumers(wgi);  // every thread's sums are stored and fenced
+        if (tid == 0)
+          info->split_last =
+              atomicAdd(p.split_done + int64_t(info->split_tile) * CG + wgi, 1) == parts - 1;
+        named_sync_consumers(wgi);
+        if (!info->split_last) {
+          __syncwarp();
+          continue;
+        }
+        __threadfence();  // the other parts' sums, fenced before their counts, are visible
+        // (Every part's sums from memory, this one's too, in part order: the same adds
+        // whichever part finished last.)
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+          float4 sum4 = __ldcg(sums + int64_t(wgi) * slab + c * 128 + tid);
+          for (int j = 1; j < parts; ++j) {
+            const float4 v = __ldcg(sums + (int64_t(j) * CG + wgi) * slab + c * 128 + tid);
+            sum4.x += v.x;
+            sum4.y += v.y;
+            sum4.z += v.z;
+            sum4.w += v.w;
+          }
+          acc[0][4 * c] = sum4.x;
+          acc[0][4 * c + 1] = sum4.y;
+          acc[0][4 * c + 2] = sum4.z;
+          acc[0][4 * c + 3] = sum4.w;
+        }
+      }
+    }
     const int co_valid = info->co_valid, rows = info->rows, cols = info->cols;
     const int64_t ys1 = p.y_str[1];
     if constexpr (WPH > 1) {
