@@ -965,26 +965,29 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   }
 }
 
-// Split K (ImplicitGemmFpropPlan::wg_splits), opt-in while it is measured: CONVT_WG_SPLIT_K=1
-// splits the K steps of channel-major plans of fewer tiles than slots (the blocks resident
-// at once) into as many parts as fill the slots, at most 16 and at least 4 K steps a part;
-// CONVT_WG_SPLIT_K=S (2 to 16) asks for S parts wherever split K can run (tests). A tile's
-// parts then run on different blocks, each storing its float32 sums, and the last part adds
-// them in part order (deterministic) before the epilogue: layers of a few deep tiles (batch
-// 1 at low resolution: pix2pix 1024 -> 512 at 4 x 4 makes 8 tiles of 64 K steps) would
-// otherwise leave most multiprocessors idle.
+// Split K (ImplicitGemmFpropPlan::wg_splits): the K steps of channel-major plans of fewer
+// tiles than multiprocessors in as many parts as fill them, at most 16 and at least 4 K
+// steps a part; CONVT_WG_SPLIT_K=0 splits nothing, =S (2 to 16) asks for S parts wherever
+// split K can run (tests). A tile's parts then run on different blocks, each storing its
+// float32 sums, and the last part adds them in part order (deterministic) before the
+// epilogue: layers of a few deep tiles (batch 1 at low resolution: pix2pix 1024 -> 512 at
+// 4 x 4 makes 8 tiles of 64 K steps) would otherwise leave most multiprocessors idle. The
+// workspace's partial sums: at most a tile of float32 sums a multiprocessor.
 static void plan_wgmma_split_k(const Problem& p, ImplicitGemmFpropPlan& plan) {
   plan.wg_splits = 1;
-  const int env = wg_env_int("CONVT_WG_SPLIT_K");
+  const char* env_s = std::getenv("CONVT_WG_SPLIT_K");
+  const int env = env_s != nullptr && env_s[0] != '\0' ? std::atoi(env_s) : 1;
   if (env <= 0 || !plan.wg || plan.wg_nc != 0 || plan.split || plan.wg_wmerge ||
       plan.wg_wpairs || plan.wg_steps < 2)
     return;
-  const int64_t slots = (plan.wg_coop ? 1 : 2) * int64_t(wgmma_planner_sms());
+  // (The multiprocessors, not the slots: two blocks sharing one run at about half speed
+  // each, so that parts beyond one a multiprocessor shorten nothing.)
+  const int64_t sms = int64_t(wgmma_planner_sms());
   int64_t splits = 1;
   if (env >= 2) {
     splits = std::min<int64_t>({env, 16, plan.wg_steps});
-  } else if (plan.wg_tiles < slots) {
-    splits = std::min<int64_t>({16, slots / std::max<int64_t>(plan.wg_tiles, 1),
+  } else if (plan.wg_tiles < sms) {
+    splits = std::min<int64_t>({16, sms / std::max<int64_t>(plan.wg_tiles, 1),
                                 plan.wg_steps / 4});
   }
   if (splits < 2 || plan.wg_tiles * splits > INT_MAX - (int64_t(1) << 22)) return;

@@ -521,14 +521,14 @@ TEST(CudaPlanner, TwoWarpgroupTilesShareTheBox) {
   EXPECT_TRUE(k.wg && k.wg_xp && !k.wg_coop) << k.describe();
 }
 
-// Split K (CONVT_WG_SPLIT_K, opt-in): =1 splits channel-major plans of fewer tiles than
-// slots into at most 16 parts of at least 4 K steps, as many as fill the slots; =S asks
-// for S parts (at most the K steps) wherever it can run; never split TF32, position-major
-// tiles or merged / paired W phases. The workspace holds the parts' counts and sums after
-// everything else. Unset: no plan is split.
+// Split K (CONVT_WG_SPLIT_K): by default (unset or =1) channel-major plans of fewer tiles
+// than multiprocessors are split into at most 16 parts of at least 4 K steps, as many as
+// fill the multiprocessors; =S asks for S parts (at most the K steps) wherever it can run;
+// =0 splits nothing; never split TF32, position-major tiles or merged / paired W phases.
+// The workspace holds the parts' counts and sums after everything else.
 TEST(CudaPlanner, SplitKPartsFillTheMachineAndTheirWorkspace) {
   int split = 0;
-  for (const char* env : {"", "1", "5"}) {
+  for (const char* env : {"", "1", "0", "5"}) {
     SCOPED_TRACE(std::string("CONVT_WG_SPLIT_K=") + env);
     setenv("CONVT_WG_SPLIT_K", env, 1);
     for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem&, MathMode,
@@ -536,16 +536,16 @@ TEST(CudaPlanner, SplitKPartsFillTheMachineAndTheirWorkspace) {
       if (!plan.usable || !plan.wg) return;
       const bool can = plan.wg_nc == 0 && !plan.split && !plan.wg_wmerge && !plan.wg_wpairs &&
                        plan.wg_steps >= 2;
-      const int64_t slots = (plan.wg_coop ? 1 : 2) * int64_t(convt::cuda::wgmma_planner_sms());
-      if (env[0] == '\0' || !can) {
+      const int64_t sms = int64_t(convt::cuda::wgmma_planner_sms());
+      if (env[0] == '0' || !can) {
         EXPECT_EQ(plan.wg_splits, 1);
         return;
       }
       if (env[0] == '5') {
         EXPECT_EQ(plan.wg_splits, std::min<int64_t>(5, plan.wg_steps));
       } else {
-        const int64_t want = plan.wg_tiles < slots
-                                 ? std::min<int64_t>({16, slots / plan.wg_tiles, plan.wg_steps / 4})
+        const int64_t want = plan.wg_tiles < sms
+                                 ? std::min<int64_t>({16, sms / plan.wg_tiles, plan.wg_steps / 4})
                                  : 1;
         EXPECT_EQ(plan.wg_splits, want >= 2 ? want : 1);
       }

@@ -1,6 +1,6 @@
-"""Split K on the wgmma kernel (CONVT_WG_SPLIT_K, opt-in; docs/kernels.md, "Layers of a few
-tiles at batch 1"): deep layers at batch 1 whose few tiles would leave most of the GPU idle
-split each tile's K steps over several blocks. The results stay within the precision
+"""Split K on the wgmma kernel (CONVT_WG_SPLIT_K; docs/kernels.md, "Layers of a few tiles at
+batch 1"): deep layers at batch 1 whose few tiles would leave most of the GPU idle split
+each tile's K steps over several blocks (by default; CONVT_WG_SPLIT_K=0 turns it off). The results stay within the precision
 budget against a float64 reference, and are the same bit for bit from call to call (the
 parts' sums are added in part order whichever part finishes last). GPU only."""
 import pytest
@@ -25,9 +25,12 @@ LAYERS = [
 @requires_convt_cuda
 @pytest.mark.parametrize("dtype", list(BUDGETS), ids=str)
 @pytest.mark.parametrize("layer", LAYERS, ids=lambda l: f"{l[0]}-{l[1]}-k{l[3]}s{l[4]}")
-@pytest.mark.parametrize("parts", ["1", "5"])
+@pytest.mark.parametrize("parts", ["default", "5"])
 def test_split_k_matches_float64_and_repeats_exactly(layer, dtype, parts, monkeypatch):
-    monkeypatch.setenv("CONVT_WG_SPLIT_K", parts)
+    if parts == "default":
+        monkeypatch.delenv("CONVT_WG_SPLIT_K", raising=False)
+    else:
+        monkeypatch.setenv("CONVT_WG_SPLIT_K", parts)
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("split K is a mode of the sm_90a wgmma kernel")
     cin, cout, size, k, s, p = layer
@@ -46,3 +49,20 @@ def test_split_k_matches_float64_and_repeats_exactly(layer, dtype, parts, monkey
     torch.cuda.synchronize()
     assert torch.equal(y1, y2)
     assert rel_error(y1, ref) <= BUDGETS[dtype]
+
+
+@requires_convt_cuda
+def test_split_k_off_keeps_whole_tiles(monkeypatch):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("split K is a mode of the sm_90a wgmma kernel")
+    cin, cout, size, k, s, p = LAYERS[0]
+    x = torch.randn(1, cin, *size, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(cin, cout, k, k, device="cuda", dtype=torch.bfloat16)
+    monkeypatch.delenv("CONVT_WG_SPLIT_K", raising=False)
+    what = convt.describe_forward(x, w, None, stride=s, padding=p)
+    if "wgmma persistent" not in what:
+        pytest.skip(f"the dispatcher runs another kernel here: {what}")
+    assert "K steps split in" in what, what
+    monkeypatch.setenv("CONVT_WG_SPLIT_K", "0")
+    what = convt.describe_forward(x, w, None, stride=s, padding=p)
+    assert "wgmma persistent" in what and "K steps split in" not in what, what

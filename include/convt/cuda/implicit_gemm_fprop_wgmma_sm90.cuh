@@ -2175,21 +2175,32 @@ __global__ void __launch_bounds__(block_threads(kXp,
         }
         __threadfence();  // the other parts' sums, fenced before their counts, are visible
         // (Every part's sums from memory, this one's too, in part order: the same adds
-        // whichever part finished last.)
+        // whichever part finished last. Up to 8 chunks of a part are loaded together, so that
+        // the reads wait for L2 about once a part rather than once a chunk and part.)
+        constexpr int kBatch = kChunks < 8 ? kChunks : 8;
 #pragma unroll
-        for (int c = 0; c < kChunks; ++c) {
-          float4 sum4 = __ldcg(sums + int64_t(wgi) * slab + c * 128 + tid);
-          for (int j = 1; j < parts; ++j) {
-            const float4 v = __ldcg(sums + (int64_t(j) * CG + wgi) * slab + c * 128 + tid);
-            sum4.x += v.x;
-            sum4.y += v.y;
-            sum4.z += v.z;
-            sum4.w += v.w;
+        for (int c0 = 0; c0 < kChunks; c0 += kBatch) {
+#pragma unroll
+          for (int c = c0; c < c0 + kBatch; ++c) {
+            const float4 v = __ldcg(sums + int64_t(wgi) * slab + c * 128 + tid);
+            acc[0][4 * c] = v.x;
+            acc[0][4 * c + 1] = v.y;
+            acc[0][4 * c + 2] = v.z;
+            acc[0][4 * c + 3] = v.w;
           }
-          acc[0][4 * c] = sum4.x;
-          acc[0][4 * c + 1] = sum4.y;
-          acc[0][4 * c + 2] = sum4.z;
-          acc[0][4 * c + 3] = sum4.w;
+          for (int j = 1; j < parts; ++j) {
+            const float4* src = sums + (int64_t(j) * CG + wgi) * slab + tid;
+            float4 v[kBatch];
+#pragma unroll
+            for (int c = 0; c < kBatch; ++c) v[c] = __ldcg(src + (c0 + c) * 128);
+#pragma unroll
+            for (int c = 0; c < kBatch; ++c) {
+              acc[0][4 * (c0 + c)] += v[c].x;
+              acc[0][4 * (c0 + c) + 1] += v[c].y;
+              acc[0][4 * (c0 + c) + 2] += v[c].z;
+              acc[0][4 * (c0 + c) + 3] += v[c].w;
+            }
+          }
         }
       }
     }
