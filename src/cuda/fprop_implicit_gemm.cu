@@ -1301,7 +1301,10 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
     // (DCGAN's, U-Net's, CenterNet's; kb*) stay faster on wgmma.
     // (CONVT_WG_FEW_STEPS=0 keeps the wgmma kernel there.) Also W phase pairs plans, which the
     // dispatch below does not otherwise weigh: HiFi-GAN 64 -> 32 (kernel 4, stride 2) 0.035 ->
-    // 0.027 ms in bfloat16 on the TMA kernel (H100, docs/kernels.md).
+    // 0.027 ms in bfloat16 on the TMA kernel (H100, docs/kernels.md). And, whatever the
+    // rows, plans whose tiles leave half the multiprocessors or more idle (the TMA kernel's
+    // tiles of 128 positions spread the work wider): FCN-8s's upscore2 (21 channels, 32
+    // tiles of 2 K steps with W phase pairs) 0.019 -> 0.011 ms.
     auto few_k_steps = [&](const ImplicitGemmFpropPlan& pl) {
       const char* fs_env = std::getenv("CONVT_WG_FEW_STEPS");
       if (p.dtype == DType::kFloat32 || (fs_env != nullptr && fs_env[0] == '0')) return false;
@@ -1309,7 +1312,8 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
       const double fill = double(q[2]) / double((q[2] + seg - 1) / seg * seg);
       const int64_t slots = (pl.wg_coop ? 1 : 2) * int64_t(wgmma_planner_sms());
       const int64_t waves = (pl.wg_tiles + slots - 1) / slots;
-      return waves <= 2 && waves * pl.wg_steps <= 8 && pl.wg_used_plane < 1.5 * fill;
+      return waves <= 2 && waves * pl.wg_steps <= 8 &&
+             (pl.wg_used_plane < 1.5 * fill || 2 * pl.wg_tiles <= int64_t(wgmma_planner_sms()));
     };
     auto decline_few_k_steps = [&](ImplicitGemmFpropPlan& pl) {
       const int64_t slots = (pl.wg_coop ? 1 : 2) * int64_t(wgmma_planner_sms());

@@ -841,14 +841,16 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
     bool few = false;
     if (p.dtype != DType::kFloat32) {
       want = k >= 64 || cog <= 16;
-      // (At most two waves of tiles with at most 8 K steps a block: the TMA kernel, where it
-      // can run the problem.)
+      // (At most two waves of tiles with at most 8 K steps a block, whose rows fill the TMA
+      // kernel's W segments 2/3 as well as one plane fills the tile or whose tiles leave half
+      // the multiprocessors idle: the TMA kernel, where it can run the problem.)
       const int64_t slots = (forced.wg_coop ? 1 : 2) * int64_t(convt::cuda::wgmma_planner_sms());
       const int64_t waves = (forced.wg_tiles + slots - 1) / slots;
       const int64_t q2 = (p.output_sizes()[2] + p.stride[2] - 1) / p.stride[2];
       const double fill = double(q2) / double((q2 + 63) / 64 * 64);
       few = !forced.wg_wmerge && waves <= 2 && waves * forced.wg_steps <= 8 &&
-            forced.wg_used_plane < 1.5 * fill;
+            (forced.wg_used_plane < 1.5 * fill ||
+             2 * forced.wg_tiles <= int64_t(convt::cuda::wgmma_planner_sms()));
     } else if (math == MathMode::kStrictFP32) {
       want = k >= 128 || (k >= 96 && cog >= 48) || cog <= 16;
     } else {

@@ -111,8 +111,8 @@
 // 64 j + 63 for warpgroup j, the box shared; 288 or 320 threads, one block a multiprocessor)
 // warps 0-7 consume, warp 8 produces and warp 9 copies. The
 // grid is persistent (as many blocks as are resident, two per multiprocessor); the producer
-// takes tiles from a global counter (one atomic per tile, which balances phases of unequal
-// work), decodes them, and fills a ring of stages, each a header (what the consumers need
+// takes its block's index as its first tile and the later ones from a global counter (one
+// atomic per tile, which balances phases of unequal work), decodes them, and fills a ring of stages, each a header (what the consumers need
 // to know), the box of a K step (D tap, block of H taps, block of bk channels) and its
 // weight tiles, completing on the stage's "full"
 // mbarrier. It runs ahead into the next tile while the consumers finish one. The
@@ -1685,9 +1685,11 @@ __global__ void __launch_bounds__(block_threads(kXp,
     uint32_t parity = 0;
     // Weight tiles per H tap of a K step: one per W tap, or one with the W taps folded.
     const int tmax_hw = p.tmax[1] * (kFold ? 1 : p.tmax[2]);
-    // The next tile's index is asked for one tile ahead (an atomic's round trip is long),
-    // and a phase's taps are recomputed only when the phase changes.
-    int next = atomicAdd(p.counter, 1);
+    // A block's first tile is its index (no atomic's round trip before its first loads);
+    // the later ones, gridDim.x on, come from the counter, each asked for one tile ahead
+    // (an atomic's round trip is long). A phase's taps are recomputed only when the phase
+    // changes.
+    int next = int(blockIdx.x);
     int last_ph = -1;
     int xs = 0;  // kXp: the next raw slot and its parity
     uint32_t xpar = 0;
@@ -1698,7 +1700,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
     for (;;) {
       const int t = next;
       if (t >= p.tiles) break;
-      next = atomicAdd(p.counter, 1);
+      next = int(gridDim.x) + atomicAdd(p.counter, 1);
       // (Split K: work item t is part t % splits of tile t / splits.)
       const int nsplit = p.splits > 1 ? p.splits : 1;
       const int part = t % nsplit;
