@@ -30,7 +30,7 @@
 #   bash scripts/gpu_check.sh install small-ab   # the models suite's layers under the planner's knobs
 #   bash scripts/gpu_check.sh install dispatch-ab   # the dispatch against each kernel forced
 #   bash scripts/gpu_check.sh install rules-ab   # the planner's rules of 274d21e-0d26e69 against what each replaced
-#   bash scripts/gpu_check.sh build install splitk   # split K (opt-in): its tests, then the few-tile layers with and without
+#   bash scripts/gpu_check.sh build install splitk   # split K: its tests, then the few-tile layers with and without
 #   ENV_AB="base= noxp=CONVT_WG_XP=0" bash scripts/gpu_check.sh install env-ab
 #     # one build timed under several CONVT_* settings, alternated (scripts/env_ab.py)
 #   ENV_AB="base= old=PYTHONPATH=/tmp/old" bash scripts/gpu_check.sh install install-old env-ab
@@ -287,12 +287,13 @@ if has rules-ab; then
   grep -E "geomean" "$OUT"/rules-ab-*.log | tee -a "$SUMMARY"
 fi
 if has splitk; then
-  # Split K (opt-in): its tests (with WG_FILTER unset, wg-test runs them too), then the
-  # layers of few deep tiles with and without it (GPU time alone).
+  # Split K (on by default; CONVT_WG_SPLIT_K=0 turns it off): its tests (with WG_FILTER
+  # unset, wg-test runs them too), then the layers of few deep tiles with and without it
+  # (GPU time alone).
   step splitk-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaSplitK*'
   grep -E "PASSED|FAILED" "$OUT/splitk-test.log" | tail -3 | tee -a "$SUMMARY"
   step splitk-ab python3 scripts/env_ab.py --suite scripts/suites/more_models.json \
-    --dtype fp32,bf16 --rounds 2 --gpu-time base= split=CONVT_WG_SPLIT_K=1
+    --dtype fp32,bf16 --rounds 2 --gpu-time base= nosplit=CONVT_WG_SPLIT_K=0
   grep -E "geomean" "$OUT/splitk-ab.log" | tee -a "$SUMMARY"
 fi
 if has small-ab; then
