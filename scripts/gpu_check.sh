@@ -31,6 +31,7 @@
 #   bash scripts/gpu_check.sh install dispatch-ab   # the dispatch against each kernel forced
 #   bash scripts/gpu_check.sh install rules-ab   # the planner's rules of 274d21e-0d26e69 against what each replaced
 #   bash scripts/gpu_check.sh build install splitk   # split K: its tests, then the few-tile layers with and without
+#   bash scripts/gpu_check.sh install kstep-ab   # K steps of 16 channels (more stages) against the planner's
 #   ENV_AB="base= noxp=CONVT_WG_XP=0" bash scripts/gpu_check.sh install env-ab
 #     # one build timed under several CONVT_* settings, alternated (scripts/env_ab.py)
 #   ENV_AB="base= old=PYTHONPATH=/tmp/old" bash scripts/gpu_check.sh install install-old env-ab
@@ -295,6 +296,16 @@ if has splitk; then
   step splitk-ab python3 scripts/env_ab.py --suite scripts/suites/more_models.json \
     --dtype fp32,bf16 --rounds 2 --gpu-time base= nosplit=CONVT_WG_SPLIT_K=0
   grep -E "geomean" "$OUT/splitk-ab.log" | tee -a "$SUMMARY"
+fi
+if has kstep-ab; then
+  # Narrower K steps, more stages, on the plans of two stages (kb64: 2 stages of 32 channels;
+  # 16 channels give 4 in float32, 6 in bfloat16) and of two warpgroups, against the
+  # planner's widest channel block (CONVT_WG_BK: channels per K step, where it fits).
+  step kstep-ab-kb python3 scripts/env_ab.py --cases kb64,kb69,kb57,kb65 --dtype fp32,bf16 \
+    --rounds 2 base= bk16=CONVT_WG_BK=16
+  step kstep-ab-models python3 scripts/env_ab.py --suite models --dtype fp32,bf16 --rounds 2 \
+    --gpu-time base= bk16=CONVT_WG_BK=16
+  grep -E "geomean" "$OUT"/kstep-ab-*.log | tee -a "$SUMMARY"
 fi
 if has small-ab; then
   # The models suite's small layers under the wgmma planner's knobs (K steps of fewer
