@@ -32,6 +32,7 @@
 #   bash scripts/gpu_check.sh install rules-ab   # the planner's rules of 274d21e-0d26e69 against what each replaced
 #   bash scripts/gpu_check.sh build install splitk   # split K: its tests, then the few-tile layers with and without
 #   bash scripts/gpu_check.sh install kstep-ab   # K steps of 16 channels (more stages) against the planner's
+#   bash scripts/gpu_check.sh build install coopn   # two warpgroups sharing the weight tiles: tests, sanitizers, A/B
 #   ENV_AB="base= noxp=CONVT_WG_XP=0" bash scripts/gpu_check.sh install env-ab
 #     # one build timed under several CONVT_* settings, alternated (scripts/env_ab.py)
 #   ENV_AB="base= old=PYTHONPATH=/tmp/old" bash scripts/gpu_check.sh install install-old env-ab
@@ -296,6 +297,21 @@ if has splitk; then
   step splitk-ab python3 scripts/env_ab.py --suite scripts/suites/more_models.json \
     --dtype fp32,bf16 --rounds 2 --gpu-time base= nosplit=CONVT_WG_SPLIT_K=0
   grep -E "geomean" "$OUT/splitk-ab.log" | tee -a "$SUMMARY"
+fi
+if has coopn; then
+  # Two warpgroups sharing the weight tiles (opt-in, CONVT_WG_COOP_N=1): its tests, memcheck
+  # and initcheck on them (CONVT_TEST_QUICK=1), then the cases of 64 channels or fewer with
+  # and without it.
+  step coopn-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaCoopN*'
+  grep -E "PASSED|FAILED" "$OUT/coopn-test.log" | tail -3 | tee -a "$SUMMARY"
+  for tool in memcheck initcheck; do
+    step "coopn-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaCoopN*'
+    grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/coopn-sanitize-$tool.log" | tail -2 | tee -a "$SUMMARY"
+  done
+  step coopn-ab python3 scripts/env_ab.py --cases kb57,kb61,kb65,kb68,kb77 --dtype fp32,bf16 \
+    --rounds 2 base= n=CONVT_WG_COOP_N=1
+  grep -E "geomean" "$OUT/coopn-ab.log" | tee -a "$SUMMARY"
 fi
 if has kstep-ab; then
   # Narrower K steps, more stages, on the plans of two stages (kb64: 2 stages of 32 channels;

@@ -102,12 +102,16 @@ int main() {
         // tap) of the step (docs/kernels.md, "What the wgmma tiles move").
         const double e = double(convt::dtype_size(c.dtype)) * (plan.split ? 2 : 1);
         const double tile_steps = double(plan.wg_tiles) * plan.wg_steps;
-        const double boxes = tile_steps * plan.wg_box_bytes * (plan.split ? 2 : 1);
+        // (Two warpgroups sharing the weight tiles: two boxes a step.)
+        const double boxes = tile_steps * plan.wg_box_bytes * (plan.split ? 2 : 1) *
+                             (plan.wg_coop_n ? 2 : 1);
         const double wtaps = plan.wg_fold > 1 ? plan.wg_fold : plan.wg_tmax[2];
-        // (Two consumer warpgroups: each tile's steps copy both warpgroups' weight tiles.)
+        // (Two consumer warpgroups of 64 channels each: each tile's steps copy both
+        // warpgroups' weight tiles.)
+        const bool two_sets = plan.wg_coop && !plan.wg_coop_n;
         const double weights = plan.wg_w_resident ? 0.0
                                                   : tile_steps * plan.wg_hb * wtaps * plan.wg_cw *
-                                                        plan.wg_bk * e * (plan.wg_coop ? 2 : 1);
+                                                        plan.wg_bk * e * (two_sets ? 2 : 1);
         char extra[160];
         std::snprintf(extra, sizeof extra,
                       " | tiles %lld x K steps %d, boxes %.1f MB, weight tiles %.1f MB",

@@ -471,7 +471,18 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // (a problem whose D is one position stacks samples, else D positions).
   const char* stack_s = std::getenv("CONVT_WG_STACK");
   const int64_t stack_env = stack_s != nullptr && *stack_s != '\0' ? std::atoi(stack_s) : -1;
-  const bool stack_ok = stack_env != 0 && !raw && fold == 1 && !scatter && !wmerge && !wpairs;
+  // Two consumer warpgroups sharing the weight tiles over twice the rows
+  // (ImplicitGemmFpropPlan::wg_coop_n; opt-in, CONVT_WG_COOP_N=1, while it is measured):
+  // channel-major tiles reading the copy (not split TF32, folded, scattered, merged or
+  // paired W taps, not stacked or transposed in the kernel) where two warpgroups cannot
+  // take 128 channels (a group of an odd count of 64-channel tiles), each warpgroup at most
+  // kMaxRows / 2 rows, where a phase has two rows or more.
+  const bool coop_n = !coop_want && wg_env_int("CONVT_WG_COOP_N") == 1 && nc == 0 &&
+                      copies == 1 && !raw && fold == 1 && !scatter && !wmerge && !wpairs &&
+                      ((cog + 63) / 64) % 2 == 1 && q[1] >= 2;
+  const int64_t rmul = coop_n ? 2 : 1;  // the tile's rows over a warpgroup's
+  const bool stack_ok =
+      stack_env != 0 && !raw && fold == 1 && !scatter && !wmerge && !wpairs && !coop_n;
   const bool stack_flat_d = p.input_size[0] == 1 && p.kernel_size[0] == 1 &&
                             p.padding[0] == 0 && p.stride[0] == 1;
   const int64_t stack_planes = stack_flat_d ? p.batch : q[0];
@@ -487,13 +498,14 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     for (int64_t segs = seg_min; segs <= seg_min + extra_segs; ++segs) {
       const int64_t wv = (q[2] + segs - 1) / segs;
       if (wv < 8 && segs > seg_min) break;
-      int64_t rows = std::min<int64_t>({n / box_width(wv), q[1], int64_t(wg::kMaxRows)});
+      int64_t rows = std::min<int64_t>({n / box_width(wv), q[1], int64_t(wg::kMaxRows) / rmul});
       if (scatter) rows = std::min<int64_t>(rows, sc_max_out / (sw * wv));
       if (wmerge) rows = std::min<int64_t>(rows, wm_max_out / (sw * wv));
       if (rows <= 0) continue;
-      const int64_t row_groups = (q[1] + rows - 1) / rows;
+      // (Sharing the weight tiles: a tile of rmul x rows rows, rmul x n positions.)
+      const int64_t row_groups = (q[1] + rmul * rows - 1) / (rmul * rows);
       const int64_t col_segs = (q[2] + wv - 1) / wv;
-      double used = double(q[1] * q[2]) / double(row_groups * col_segs * n);
+      double used = double(q[1] * q[2]) / double(row_groups * col_segs * n * rmul);
       if (stack_ok && row_groups == 1 && col_segs == 1) {
         // (A whole plane: as many planes as its box, with every H tap's rows, fits N.)
         const int64_t hbox = rows + (tmax[1] - 1) * doff[1];
@@ -534,7 +546,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       // positions fit the registers.)
       if (nc == 0 && copies == 2 && n > 128) continue;
       // (Two consumer warpgroups are built for 128, 192 and 256 positions.)
-      if (coop && n != 128 && n != 192 && n != 256) continue;
+      if ((coop || coop_n) && n != 128 && n != 192 && n != 256) continue;
       int64_t wv = 0, rows = 0;
       const double used = layout(n, &wv, &rows);
       if (used == 0) continue;
@@ -556,8 +568,9 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   const int64_t epi_bytes = !wmerge ? int64_t(wg::kEpiBytes)
                             : nc > 0 ? std::max<int64_t>(wg::kEpiBytes, wm_bytes)
                                      : wg::kEpiBytes + wm_bytes;
-  const int64_t stage_budget = (coop ? wg::kCoopStageBudget : wg::kStageBudget) -
-                               (epi_bytes - wg::kEpiBytes) * (coop ? 2 : 1);
+  const bool two_wg = coop || coop_n;
+  const int64_t stage_budget = (two_wg ? wg::kCoopStageBudget : wg::kStageBudget) -
+                               (epi_bytes - wg::kEpiBytes) * (two_wg ? 2 : 1);
   const int64_t wbox_min = box_width(best_wv);
   // The K step: the widest channel block (box rows of 128, 64 or 32 bytes: wider rows
   // move faster through TMA) that pads the group's channels by at most 1/8 and leaves two
@@ -593,8 +606,12 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     // the positions past the valid ones (up to N + 3 floats past the last channel's
     // plane), then the weight tiles.
     const int64_t xs_off = copies == 2 ? (box + 1023) / 1024 * 1024 : 0;
+    // (Sharing the weight tiles: the second warpgroup's box at the next 1024 bytes, its
+    // swizzle's alignment.)
+    const int64_t box_off = coop_n ? round_up(box, 1024) : 0;
     const int64_t w_off = copies == 2 ? 2 * xs_off
                           : raw       ? round_up(box + (best_n + 4) * e, 128)
+                          : coop_n    ? 2 * box_off
                                       : box;
     // (Two consumer warpgroups: the second one's weight tiles follow the first's.)
     const int64_t stage = (w_off + copies * wbytes * (coop ? 2 : 1) + 1023) / 1024 * 1024;
@@ -610,11 +627,12 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     plan.wg_w_off = int(w_off);
     plan.wg_ws_off = copies == 2 ? int(w_off + wbytes) : 0;
     plan.wg_w_half = coop ? int(wbytes) : 0;
+    plan.wg_coop_box_off = int(box_off);
     plan.wg_wbox = int(wbox);
     // (A K step's largest tap shift is its first tap's: (hb - 1) H taps and the W halo;
     // the MMAs read wg_n positions from there, from the residual box too with split TF32.)
     const int64_t shift_max = (hbox - best_rows) * wbox + (wbox - best_wv);
-    plan.wg_a_bytes = raw ? 0 : int(xs_off + (shift_max + best_n) * bk * e);
+    plan.wg_a_bytes = raw ? 0 : int(xs_off + box_off + (shift_max + best_n) * bk * e);
     return true;
   };
   auto bk_allowed = [&](int64_t bk) {
@@ -660,9 +678,9 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   plan.wg_stack = 1;
   plan.wg_stack_n = false;
   // (The share of positions used with one plane a tile; best_used may count stacked planes.)
-  plan.wg_used_plane = double(q[1] * q[2]) /
-                       double((q[1] + best_rows - 1) / best_rows * ((q[2] + best_wv - 1) / best_wv) *
-                              best_n);
+  plan.wg_used_plane =
+      double(q[1] * q[2]) / double((q[1] + rmul * best_rows - 1) / (rmul * best_rows) *
+                                   ((q[2] + best_wv - 1) / best_wv) * best_n * rmul);
   best_used = plan.wg_used_plane;
   {
     const bool whole = q[1] <= best_rows && q[2] <= best_wv;
@@ -734,7 +752,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     const bool once = p.stride[0] * p.stride[1] * p.stride[2] == 1 && tmax[0] == 1 &&
                       plan.wg_hb >= tmax[1];
     // (W phase pairs transposed in the kernel are built for 16-bit types only.)
-    const bool want = xp_ok && copies == 1 && !raw && fold == 1 && !(wpairs && e == 4) && !coop &&
+    const bool want = xp_ok && copies == 1 && !raw && fold == 1 && !(wpairs && e == 4) && !two_wg &&
                       plan.wg_stack == 1 &&
                       xp_env != 0 &&
                       (xp_env == 1 || (macs_per_elem <= 768 && fills && (e == 2 || once)));
@@ -764,7 +782,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   plan.wg_wmerge = wmerge;
   plan.wg_wpairs = wpairs;
   // (Two consumer warpgroups: a staging area for each warp of both.)
-  plan.wg_epi_bytes = int(epi_bytes * (coop ? 2 : 1));
+  plan.wg_epi_bytes = int(epi_bytes * (two_wg ? 2 : 1));
   plan.wg_used = best_used;
   for (int d = 0; d < 3; ++d) plan.wg_tmax[d] = int(tmax[d]);
   plan.wg_cblocks = int((cig + plan.wg_bk - 1) / plan.wg_bk);
@@ -800,8 +818,9 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // The MMAs' reads from the last stage (wg_a_bytes) within the block's shared memory: where
   // they are not (boxes far smaller than the tile's positions, and large stages), fewer
   // stages.
-  plan.wg_coop = coop;
-  const std::size_t smem_max = std::size_t(coop ? wg::kCoopSmem : wg::kBlockSmem);
+  plan.wg_coop = two_wg;
+  plan.wg_coop_n = coop_n;
+  const std::size_t smem_max = std::size_t(two_wg ? wg::kCoopSmem : wg::kBlockSmem);
   while (wgmma_shared_bytes(plan) > smem_max && plan.wg_stages > 2) {
     --plan.wg_stages;
     plan.wg_w_resident = plan.wg_w_resident && plan.wg_stages % plan.wg_steps == 0;
@@ -817,7 +836,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       p.stride[0] * p.stride[1] * (scatter || wmerge || wpairs ? 1 : p.stride[2]);
   const int64_t all_phases = p.stride[0] * p.stride[1] * (scatter ? 1 : p.stride[2]);
   const int64_t segs = (q[2] + best_wv - 1) / best_wv;
-  const int64_t row_groups = (q[1] + best_rows - 1) / best_rows;
+  const int64_t row_groups = (q[1] + rmul * best_rows - 1) / (rmul * best_rows);
   // (Stacked planes: a tile per group of wg_stack samples or D positions.)
   const int64_t batch_tiles = plan.wg_stack_n ? (p.batch + plan.wg_stack - 1) / plan.wg_stack
                                               : p.batch;
@@ -954,7 +973,7 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
     const int64_t n = wg::n_choice(i);
     if (n >= n0) continue;
     ImplicitGemmFpropPlan c = in;
-    plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, n, plan.wg_coop);
+    plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, n, plan.wg_coop && !plan.wg_coop_n);
     if (!c.wg || c.wg_n > n || c.wg_coop != plan.wg_coop) continue;
     const int64_t est = (c.wg_tiles + slots - 1) / slots * c.wg_n;
     // (From two waves on: at least 10% less than the largest N's.)
@@ -1793,8 +1812,12 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
   return detail::str_cat(
       "implicit-GEMM wgmma persistent", plan.split ? " 3xTF32" : "", ", tile ",
       plan.wg_nc > 0 ? detail::str_cat(plan.wg_n, " positions x ", plan.wg_nc, " channels (")
-                     : detail::str_cat(plan.wg_coop ? "128 channels (two warpgroups)" : "64 channels",
-                                       " x ", plan.wg_n, " positions ("),
+                     : detail::str_cat(plan.wg_coop_n ? "64 channels x 2 x "
+                                       : plan.wg_coop ? "128 channels (two warpgroups) x "
+                                                      : "64 channels x ",
+                                       plan.wg_n, " positions (",
+                                       plan.wg_coop_n ? "two warpgroups sharing the weight "
+                                                        "tiles, each " : ""),
       plan.wg_rows, " rows x ", plan.wg_wv, " of a ", plan.wg_hbox, "x", plan.wg_wbox,
       " box, ", int(plan.wg_used * 100 + 0.5), "% used), K step ", plan.wg_bk,
       " channels x ", plan.wg_hb, " H taps x ", plan.wg_tmax[2], " W taps",

@@ -129,6 +129,14 @@ struct ImplicitGemmFpropPlan {
   // channels instead of once per 64. wg_cw stays 64 (the packed weight's tiles).
   bool wg_coop = false;
   int wg_w_half = 0;
+  // Two consumer warpgroups sharing the weight tiles (opt-in, CONVT_WG_COOP_N=1; wg_coop is
+  // set too, the kernel being the same): tiles of 64 channels x 2 wg_rows rows, warpgroup j
+  // multiplying the weight tiles, copied once a stage, by a box of its own (wg_hbox rows
+  // from the tile's row j wg_rows on, wg_coop_box_off bytes after the first's): the weight
+  // tiles are copied from L2 once per 2 wg_n positions instead of once per wg_n, for groups
+  // of 64 channels or fewer, which two warpgroups of 64 channels each cannot share.
+  bool wg_coop_n = false;
+  int wg_coop_box_off = 0;
   // Split K (channel-major tiles, not split TF32, W phases neither merged nor paired; opt-in,
   // CONVT_WG_SPLIT_K): each tile's K steps in wg_splits parts run by different blocks, their
   // float32 sums stored at wg_partials_offset (wg_tiles x wg_splits x warpgroups x 128

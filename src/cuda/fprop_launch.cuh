@@ -646,10 +646,16 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.groups = int(p.groups);
   fp.cig = int(cig);
   fp.cog = int(cog);
-  // (Two consumer warpgroups: tiles of 128 channels, two of the packing's 64.)
-  fp.cw = plan.wg_coop ? 2 * plan.wg_cw : plan.wg_cw;
-  fp.co_tiles = plan.wg_coop ? pk.co_tiles / 2 : pk.co_tiles;
-  fp.coop_w_half = plan.wg_coop ? plan.wg_w_half : 0;
+  // (Two consumer warpgroups: tiles of 128 channels, two of the packing's 64; sharing the
+  // weight tiles (wg_coop_n), tiles of the packing's 64 channels and twice the rows, each
+  // warpgroup with a box of its own.)
+  const bool coop_m = plan.wg_coop && !plan.wg_coop_n;
+  fp.cw = coop_m ? 2 * plan.wg_cw : plan.wg_cw;
+  fp.co_tiles = coop_m ? pk.co_tiles / 2 : pk.co_tiles;
+  fp.coop_w_half = coop_m ? plan.wg_w_half : 0;
+  fp.coop_n = plan.wg_coop_n ? 1 : 0;
+  fp.coop_rows = plan.wg_coop_n ? plan.wg_rows : 0;
+  fp.coop_box_off = plan.wg_coop_n ? plan.wg_coop_box_off : 0;
   fp.cblocks = plan.wg_cblocks;
   fp.bk = plan.wg_bk;
   const Dims out = p.output_sizes();
@@ -684,14 +690,14 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     fp.sc_wo = plan.wg_wv * fp.sc_s;
     fp.sc_pitch = (plan.wg_rows * fp.sc_wo + 31) / 32 * 32 + 4;
   }
-  fp.rows = plan.wg_rows;
+  fp.rows = plan.wg_rows * (plan.wg_coop_n ? 2 : 1);
   fp.wv = plan.wg_wv;
   fp.hb = plan.wg_hb;
   fp.stack = plan.wg_stack;
   fp.stack_n = plan.wg_stack_n ? 1 : 0;
   fp.n_tiles = int(plan.wg_stack_n ? (p.batch + plan.wg_stack - 1) / plan.wg_stack : p.batch);
   fp.d_tiles = int(plan.wg_stack_n ? q[0] : (q[0] + plan.wg_stack - 1) / plan.wg_stack);
-  fp.row_groups = int((q[1] + plan.wg_rows - 1) / plan.wg_rows);
+  fp.row_groups = int((q[1] + fp.rows - 1) / fp.rows);
   fp.col_segs = int((q[2] + plan.wg_wv - 1) / plan.wg_wv);
   fp.tiles = int(plan.wg_tiles * plan.wg_splits);
   fp.splits = plan.wg_splits;

@@ -916,6 +916,73 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaCoop,
                          ::testing::Range(0, static_cast<int>(coop_cases().size())),
                          indexed_case_name);
 
+// Two consumer warpgroups sharing the weight tiles (ImplicitGemmFpropPlan::wg_coop_n,
+// CONVT_WG_COOP_N=1): tiles of 64 channels over twice the rows, each warpgroup with a box
+// of its own. Groups of one 64-channel tile (64, 48 channels) and of three (160: the last
+// of 32), a row count that leaves the second warpgroup's rows empty in the last row group,
+// bias, strides with their phases, dilation, zeros inserted along W, 3-D, groups, a
+// channels_last input; each tile N they are built for (128, 192, 256). Strict float32
+// (split TF32) runs its own tiles.
+std::vector<Case> coop_n_cases() {
+  std::vector<Case> v;
+  auto add = [&](Problem p, Layout layout = Layout::kContiguous) { v.push_back({p, layout}); };
+  // kb57-like: 2-D 64 -> 64, kernel 3, padding 1, 12 x 40.
+  add(make_problem(2, 2, 64, 64, 1, {12, 40, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // kb65-like: kernel 3 x 7, padding (1, 3), 9 rows (an odd count of row groups).
+  add(make_problem(2, 1, 64, 64, 1, {9, 50, 1}, {3, 7, 1}, {1, 1, 1}, {1, 3, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // kb61-like: 3-D 48 -> 48, kernel 3, 5 x 6 x 7.
+  add(make_problem(3, 2, 48, 48, 1, {5, 6, 7}, {3, 3, 3}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // kb68-like: 3-D 32 -> 64, kernel 3 x 5 x 5, 4 x 6 x 9.
+  add(make_problem(3, 1, 32, 64, 1, {4, 6, 9}, {3, 5, 5}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // kb77-like: 3-D stride 2, padding 1, dilation 2, kernel 3.
+  add(make_problem(3, 2, 32, 64, 1, {4, 5, 6}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0},
+                   {2, 2, 2}, true));
+  // 160 output channels (three tiles of 64, the last of 32), kernel 3, stride 2, output
+  // padding 1, no bias.
+  add(make_problem(2, 2, 64, 160, 1, {7, 9, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 1, 0},
+                   {1, 1, 1}, false));
+  // Two groups of 64 -> 64, kernel 3, 6 x 20.
+  add(make_problem(2, 2, 128, 128, 2, {6, 20, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // channels_last, 64 -> 64, kernel 3, 10 x 33.
+  add(make_problem(2, 2, 64, 64, 1, {10, 33, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true),
+      Layout::kChannelsLast);
+  return v;
+}
+
+class CudaWgmmaCoopN : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaCoopN, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const ScopedEnv coop_n("CONVT_WG_COOP_N", "1");
+  static const std::vector<Case> all = coop_n_cases();
+  const Case& c = all[static_cast<size_t>(GetParam())];
+  // Each N the kernel is built for, the planner's and the others (CONVT_WG_N caps it).
+  for (const char* n : {"", "128", "192"}) {
+    SCOPED_TRACE(std::string("CONVT_WG_N=") + n);
+    const ScopedEnv cap("CONVT_WG_N", n);
+    check_wgmma_case(c, 7211u * uint64_t(GetParam()) + 5,
+                     [&](const Precision& precision, bool split, const std::string& what) {
+                       expect_wgmma_kernel(precision, split, what);
+                       if (!split)
+                         EXPECT_NE(what.find("two warpgroups sharing the weight tiles"),
+                                   std::string::npos)
+                             << precision.name << ": " << what;
+                     });
+    if (quick_mode()) break;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaCoopN,
+                         ::testing::Range(0, static_cast<int>(coop_n_cases().size())),
+                         indexed_case_name);
+
 // Split K (ImplicitGemmFpropPlan::wg_splits, CONVT_WG_SPLIT_K): a tile's K steps in parts on
 // different blocks, the last part adding every part's float32 sums in part order. Parts that
 // divide the K steps evenly and not (3 of 16), more parts than a phase has K steps (strided

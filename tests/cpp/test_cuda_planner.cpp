@@ -521,6 +521,63 @@ TEST(CudaPlanner, TwoWarpgroupTilesShareTheBox) {
   EXPECT_TRUE(k.wg && k.wg_xp && !k.wg_coop) << k.describe();
 }
 
+// Two consumer warpgroups sharing the weight tiles (CONVT_WG_COOP_N=1,
+// ImplicitGemmFpropPlan::wg_coop_n): only where a channel-major tile reads the copy (not
+// split TF32, folded, scattered, merged or paired W taps, not stacked or transposed in the
+// kernel) of a group with an odd count of 64-channel tiles; a stage then holds two boxes,
+// the second at the first 1024-byte boundary past the first, and one set of weight tiles
+// after them, the MMAs' reads from the second box within the shared memory; each
+// warpgroup's rows at most half of kMaxRows; the tiles count channel tiles of 64. Not
+// without the setting.
+TEST(CudaPlanner, TwoWarpgroupsShareTheWeightTilesWhereAsked) {
+  setenv("CONVT_WG_COOP_N", "1", 1);
+  int shared = 0;
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg || !plan.wg_coop_n) return;
+    ++shared;
+    const int64_t cog = p.out_channels_per_group();
+    EXPECT_TRUE(plan.wg_coop);
+    EXPECT_EQ(((cog + 63) / 64) % 2, 1) << cog;
+    EXPECT_TRUE(plan.wg_nc == 0 && !plan.split && !plan.wg_raw && plan.wg_fold == 1 &&
+                !plan.wg_scatter && !plan.wg_wmerge && !plan.wg_wpairs && !plan.wg_xp)
+        << plan.describe();
+    EXPECT_EQ(plan.wg_stack, 1);
+    EXPECT_TRUE(plan.wg_n == 128 || plan.wg_n == 192 || plan.wg_n == 256) << plan.wg_n;
+    EXPECT_LE(plan.wg_rows, 16);
+    EXPECT_EQ(plan.wg_w_half, 0);
+    EXPECT_EQ(plan.wg_coop_box_off % 1024, 0);
+    EXPECT_GE(plan.wg_coop_box_off, plan.wg_box_bytes);
+    EXPECT_LT(plan.wg_coop_box_off, plan.wg_box_bytes + 1024);
+    EXPECT_EQ(plan.wg_w_off, 2 * plan.wg_coop_box_off);
+    const int64_t wtiles = int64_t(plan.wg_hb) * plan.wg_tmax[2] * plan.wg_cw * plan.wg_bk *
+                           static_cast<int64_t>(convt::dtype_size(p.dtype));
+    EXPECT_GE(plan.wg_stage_bytes, plan.wg_w_off + wtiles);
+    EXPECT_GE(plan.wg_a_bytes, plan.wg_coop_box_off + plan.wg_n * plan.wg_bk *
+                                   static_cast<int64_t>(convt::dtype_size(p.dtype)));
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes(plan));
+    EXPECT_LE(convt::cuda::wgmma_max_shared_bytes(plan), std::size_t(227 * 1024));
+    EXPECT_EQ(plan.wg_tiles % (p.groups * ((cog + 63) / 64)), 0);
+  });
+  unsetenv("CONVT_WG_COOP_N");
+  EXPECT_GT(shared, 20);
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma,
+                       [&](const Problem&, MathMode, const Plan& plan) {
+                         EXPECT_FALSE(plan.wg_coop_n);
+                         EXPECT_EQ(plan.wg_coop_box_off, 0);
+                       });
+  // A kb57-like layer (64 -> 64, kernel 3) takes them when asked, over rows of two.
+  setenv("CONVT_WG_COOP_N", "1", 1);
+  ExecOptions opt;
+  const Plan k = convt::cuda::plan_implicit_gemm_fprop(
+      convt::test::make_problem(2, 2, 64, 64, 1, {96, 96, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0},
+                                {0, 0, 0}, {1, 1, 1}, true)
+          .canonical3d(),
+      opt);
+  unsetenv("CONVT_WG_COOP_N");
+  EXPECT_TRUE(k.wg && k.wg_coop_n) << k.describe();
+}
+
 // Split K (CONVT_WG_SPLIT_K): by default (unset or =1) channel-major plans of fewer tiles
 // than multiprocessors are split into at most 16 parts of at least 4 K steps, as many as
 // fill the multiprocessors; =S asks for S parts (at most the K steps) wherever it can run;

@@ -109,7 +109,8 @@
 // 4's first lane the producer, warp 5 the transposer (kXp) or the copier (has_copier). With
 // two consumer warpgroups (CG = 2: tiles of 128 channels, the weight tiles of channels 64 j ..
 // 64 j + 63 for warpgroup j, the box shared; 288 or 320 threads, one block a multiprocessor)
-// warps 0-7 consume, warp 8 produces and warp 9 copies. The
+// warps 0-7 consume, warp 8 produces and warp 9 copies; with Params::coop_n the two share
+// the weight tiles of 64 channels instead, each with a box of its own over half the rows. The
 // grid is persistent (as many blocks as are resident, two per multiprocessor); the producer
 // takes its block's index as its first tile and the later ones from a global counter (one
 // atomic per tile, which balances phases of unequal work), decodes them, and fills a ring of stages, each a header (what the consumers need
@@ -355,6 +356,14 @@ struct Params {
   // coop_w_half bytes after the first's (the packed weight's 64-channel tiles 2 c and 2 c + 1
   // of channel tile c). 0 with one warpgroup.
   int coop_w_half;
+  // Two consumer warpgroups sharing the weight tiles (CG = 2 with coop_n = 1; opt-in, see
+  // ImplicitGemmFpropPlan::wg_coop_n): tiles of cw = 64 channels and rows = 2 coop_rows
+  // rows, warpgroup j computing rows j coop_rows .. (j + 1) coop_rows - 1 from a box of its
+  // own (hbox rows from the tile's row j coop_rows on, coop_box_off bytes after the
+  // first's), both multiplying the stage's one set of weight tiles (coop_w_half 0).
+  int coop_n;
+  int coop_rows;
+  int coop_box_off;
   // Split K (channel-major tiles, not kSplit, W phases neither merged nor paired): the K
   // steps of each tile in `splits` parts (1: none), part j of tile t the work item t *
   // splits + j (tiles counts the work items). Each part's warpgroups store their
@@ -1753,8 +1762,10 @@ __global__ void __launch_bounds__(block_threads(kXp,
         const int s0 = int(int64_t(all_steps) * part / parts);
         const int s1 = int(int64_t(all_steps) * (part + 1) / parts);
         const int steps = s1 - s0;
-        // (CG = 2: the packed weight's 64-channel tiles 2 cot and 2 cot + 1.)
-        const int64_t wtile0 = ((int64_t(g) * p.co_tiles * CG + cot * CG) * (p.phases * nw) + phf) *
+        // (CG = 2: the packed weight's 64-channel tiles 2 cot and 2 cot + 1; sharing them
+        // (coop_n), tile cot.)
+        const int cgw = CG == 2 && p.coop_n ? 1 : CG;
+        const int64_t wtile0 = ((int64_t(g) * p.co_tiles * cgw + cot * cgw) * (p.phases * nw) + phf) *
                                p.tmax[0] * p.cblocks;
         const int ngc0 = (n * p.groups + g) * p.cblocks;
         // (The K step s = (jd hblocks + hbi) cblocks + cb, from s0 on.)
@@ -1863,8 +1874,10 @@ __global__ void __launch_bounds__(block_threads(kXp,
             }
             const uint32_t wcopy = w_kept ? 0u : wbytes;
             // (kXp: the box comes from the transposer, only the weight tiles by copy.)
+            // (coop_n: two boxes, one set of weight tiles.)
+            const uint32_t nbox = CG == 2 && p.coop_n ? 2u : 1u;
             mbar_arrive_expect_tx(full, kXp ? wcopy
-                                            : (uint32_t(p.box_bytes) + CG * wcopy) *
+                                            : (nbox * uint32_t(p.box_bytes) + uint32_t(cgw) * wcopy) *
                                                   (kSplit ? 2u : 1u));
             const int w0 = p.sc ? qw0 + p.sc_clo : qw0 + tw.off0 - (tw.count - 1) * tw.doff;
             const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
@@ -1901,15 +1914,23 @@ __global__ void __launch_bounds__(block_threads(kXp,
               if (p.cl_chunks) {
                 const int j = ngc0 + cb;
                 tma_load_5d(box, &map, full, 0, w0, h0, j % p.cl_chunks, j / p.cl_chunks);
+                if (CG == 2 && p.coop_n)
+                  tma_load_5d(box + p.coop_box_off, &map, full, 0, w0, h0 + p.coop_rows,
+                              j % p.cl_chunks, j / p.cl_chunks);
               } else if (p.stack_n) {
                 tma_load_5d(box, &map, full, 0, w0, h0, n, g * p.cblocks + cb);
               } else {
                 tma_load_5d(box, &map, full, 0, w0, h0, d0, ngc0 + cb);
+                // (coop_n: the second warpgroup's box, coop_rows rows further; rows past the
+                // input read as zeros.)
+                if (CG == 2 && p.coop_n)
+                  tma_load_5d(box + p.coop_box_off, &map, full, 0, w0, h0 + p.coop_rows, d0,
+                              ngc0 + cb);
               }
             }
             const unsigned char* wp = static_cast<const unsigned char*>(p.wp);
             if (!w_kept) bulk_load(box + p.w_off, wp + wt, wbytes, full);
-            if constexpr (CG == 2) {
+            if (CG == 2 && !p.coop_n) {
               // (The second warpgroup's channels: the next 64-channel tile of the packing.)
               const int64_t half = int64_t(p.phases * nw) * p.tmax[0] * p.cblocks * tmax_hw *
                                    p.tile_bytes;
@@ -2010,7 +2031,9 @@ __global__ void __launch_bounds__(block_threads(kXp,
         const int shift_h = __shfl_sync(0xffffffffu, lane == 0 ? hd->shift_h : 0, 0);
         const int doff_w = __shfl_sync(0xffffffffu, lane == 0 ? hd->doff_w : 0, 0);
         const uint32_t box = smem_addr(st);
+        // (CG = 2: warpgroup wgi's weight tiles, or with coop_n its box.)
         const uint32_t wts = box + p.w_off + (CG == 2 ? wgi * p.coop_w_half : 0);
+        const uint32_t xbox = box + (CG == 2 ? wgi * p.coop_box_off : 0);
         if constexpr (kRaw) {
           const int wsh = __shfl_sync(0xffffffffu, lane == 0 ? hd->wsh : 0, 0);
           raw_steps<NC, kMB, kRawBatch<kMB>>(acc, ra0, ra1, raw_odd,
@@ -2043,7 +2066,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
             for (int u = 0; u < kBatch; ++u) {
               const uint32_t shift = uint32_t((hcnt - 1 - i) * shift_h + (cw - 1 - jw) * doff_w);
               da[u] = wgmma_desc(wt);
-              db[u] = desc_x(box + shift * row_bytes + 32 * ks, row_bytes);
+              db[u] = desc_x(xbox + shift * row_bytes + 32 * ks, row_bytes);
               wt += kCw * 32;
               if (++ks == ksteps) {
                 ks = 0;
@@ -2124,10 +2147,14 @@ __global__ void __launch_bounds__(block_threads(kXp,
     // The last stage's header describes the tile's output: copy it, then release.
     const StageHeader* hd = reinterpret_cast<const StageHeader*>(headers + prev * kHeaderBytes);
     named_sync_consumers(wgi);  // every warp is done with the previous tile's info
-    // (CG = 2: warpgroup wgi's channels are the tile's 64 wgi .. 64 wgi + 63.)
-    const int tid = int(threadIdx.x % 128), cofs = kM * wgi;
+    // (CG = 2: warpgroup wgi's channels are the tile's 64 wgi .. 64 wgi + 63; with coop_n
+    // its rows are the tile's wgi coop_rows .. (wgi + 1) coop_rows - 1.)
+    const bool share_w = CG == 2 && p.coop_n;
+    const int tid = int(threadIdx.x % 128), cofs = share_w ? 0 : kM * wgi;
+    const int roff = share_w ? wgi * p.coop_rows : 0;
+    const int wg_rows = share_w ? min(max(hd->rows - roff, 0), p.coop_rows) : hd->rows;
     if (tid < kMaxRows) {
-      if (tid < hd->rows) info->base[tid] = hd->base[tid];
+      if (tid < wg_rows) info->base[tid] = hd->base[roff + tid];
     } else if (tid < kMaxRows + kM) {
       const int m = tid - kMaxRows;
       info->bias[m] = bias != nullptr && m + cofs < hd->co_valid
@@ -2136,7 +2163,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
     } else if (tid == kMaxRows + kM) {
       info->co0 = hd->co0 + cofs;
       info->co_valid = max(hd->co_valid - cofs, 0);
-      info->rows = hd->rows;
+      info->rows = wg_rows;
       info->cols = hd->cols;
       info->col_step = hd->col_step;
       info->fcw = hd->fcw;
