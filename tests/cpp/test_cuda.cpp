@@ -852,6 +852,24 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaStack,
                          ::testing::Range(0, static_cast<int>(stack_cases().size())),
                          indexed_case_name);
 
+// Runs case c as check_wgmma_case does with each tile N the two-warpgroup kernels are built
+// for (the planner's, then 128 and 192: CONVT_WG_N caps it), expecting `what` in the
+// description of every precision but strict float32 (split TF32 runs its own tiles).
+void check_two_warpgroup_case(const Case& c, uint64_t seed, const char* what_text) {
+  for (const char* n : {"", "128", "192"}) {
+    SCOPED_TRACE(std::string("CONVT_WG_N=") + n);
+    const ScopedEnv cap("CONVT_WG_N", n);
+    check_wgmma_case(c, seed,
+                     [&](const Precision& precision, bool split, const std::string& what) {
+                       expect_wgmma_kernel(precision, split, what);
+                       if (!split)
+                         EXPECT_NE(what.find(what_text), std::string::npos)
+                             << precision.name << ": " << what;
+                     });
+    if (quick_mode()) break;
+  }
+}
+
 // Two consumer warpgroups (ImplicitGemmFpropPlan::wg_coop, CONVT_WG_COOP=1): channel-major
 // tiles of 128 channels whose warpgroups share the stage's box, each with the weight tiles of
 // its 64 channels. Groups of two 64-channel tiles and of more, a second warpgroup with fewer
@@ -896,20 +914,8 @@ TEST_P(CudaWgmmaCoop, MatchesFloat64Oracle) {
   if (!reason.empty()) GTEST_SKIP() << reason;
   const ScopedEnv coop("CONVT_WG_COOP", "1");
   static const std::vector<Case> all = coop_cases();
-  const Case& c = all[static_cast<size_t>(GetParam())];
-  // Each N the kernel is built for, the planner's and the others (CONVT_WG_N caps it).
-  for (const char* n : {"", "128", "192"}) {
-    SCOPED_TRACE(std::string("CONVT_WG_N=") + n);
-    const ScopedEnv cap("CONVT_WG_N", n);
-    check_wgmma_case(c, 7919u * uint64_t(GetParam()) + 3,
-                     [&](const Precision& precision, bool split, const std::string& what) {
-                       expect_wgmma_kernel(precision, split, what);
-                       if (!split)
-                         EXPECT_NE(what.find("128 channels (two warpgroups)"), std::string::npos)
-                             << precision.name << ": " << what;
-                     });
-    if (quick_mode()) break;
-  }
+  check_two_warpgroup_case(all[static_cast<size_t>(GetParam())], 7919u * uint64_t(GetParam()) + 3,
+                           "128 channels (two warpgroups)");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaCoop,
@@ -962,21 +968,9 @@ TEST_P(CudaWgmmaCoopN, MatchesFloat64Oracle) {
   if (!reason.empty()) GTEST_SKIP() << reason;
   const ScopedEnv coop_n("CONVT_WG_COOP_N", "1");
   static const std::vector<Case> all = coop_n_cases();
-  const Case& c = all[static_cast<size_t>(GetParam())];
-  // Each N the kernel is built for, the planner's and the others (CONVT_WG_N caps it).
-  for (const char* n : {"", "128", "192"}) {
-    SCOPED_TRACE(std::string("CONVT_WG_N=") + n);
-    const ScopedEnv cap("CONVT_WG_N", n);
-    check_wgmma_case(c, 7211u * uint64_t(GetParam()) + 5,
-                     [&](const Precision& precision, bool split, const std::string& what) {
-                       expect_wgmma_kernel(precision, split, what);
-                       if (!split)
-                         EXPECT_NE(what.find("two warpgroups sharing the weight tiles"),
-                                   std::string::npos)
-                             << precision.name << ": " << what;
-                     });
-    if (quick_mode()) break;
-  }
+  check_two_warpgroup_case(all[static_cast<size_t>(GetParam())],
+                           7211u * uint64_t(GetParam()) + 5,
+                           "two warpgroups sharing the weight tiles");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaCoopN,
