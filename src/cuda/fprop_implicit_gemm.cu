@@ -1260,7 +1260,25 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
         ImplicitGemmFpropPlan up = plan;
         // (Zeros inserted along W come with the copy: not transposed in the kernel.)
         plan_wgmma_tile(w_upsampled(p, p.stride[2]), up, false, false, false, false);
-        if (up.wg && (wup_env == 1 || memory_bound_with_w_zeros(p, plan.split, up.wg_nc))) {
+        // (Not where every W phase has exactly one tap, e.g. kernel 2 with stride 2: the
+        // phases then tile each output row with no tap-less phase and no sums of taps, and
+        // the s times the MMAs and the copy do not pay for whole-row stores. Measured on an
+        // H100 (docs/kernels.md, GPU time, without against with the zeros): U-Net 128 -> 64
+        // (k2 s2, 256 x 256) 0.30 / 0.42 ms in float32 and 0.21 / 0.25 in bfloat16, the 3-D
+        // U-Net 64 -> 32 (64^3) 0.33 / 0.65 in bfloat16, every one of six such layers
+        // faster without in bfloat16 (geomean 0.75 of the time) and both 2-D ones in float32;
+        // float32 3-D layers, which then run the TMA kernel, went both ways (64 -> 64 at 64^3
+        // 0.98 / 0.85 ms, 64 -> 32 0.72 / 0.79) and keep them. The layers with tap-less or
+        // several-tap W phases keep them too: kb75, kb77, kb79, kb81 1.1x-2.7x faster with.)
+        bool one_tap_each =
+            p.dtype != DType::kFloat32 || (p.input_size[0] == 1 && p.kernel_size[0] == 1);
+        for (int rw = 0; rw < p.stride[2]; ++rw)
+          one_tap_each = one_tap_each &&
+                         igemm::phase_taps(rw, p.stride[2], p.padding[2], p.dilation[2],
+                                           p.kernel_size[2])
+                                 .count == 1;
+        if (up.wg && (wup_env == 1 ||
+                      (!one_tap_each && memory_bound_with_w_zeros(p, plan.split, up.wg_nc)))) {
           plan = up;
           plan.wg_wup = int(p.stride[2]);
           plan.wg_copy_fused = false;  // (the copy inserts the zeros)
@@ -1370,13 +1388,19 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
                                          " output channels per group: the TMA kernel is faster");
       } else if (plan.wg_used < min_used ||
                  (plan.wg_stack > 1 && plan.wg_used_plane < kWgmmaMinUsed &&
+                  (k_avg < 2048 || plan.split) &&
                   2 * q[2] >= ((q[2] + 128 / e_size - 1) / (128 / e_size)) * (128 / e_size))) {
         // (Stacked planes against the TMA kernel: where one plane would use under 35% of
         // the tile and the TMA kernel's W segments (32 float or 64 16-bit positions) are at
         // least half full, the TMA kernel runs the layer. Measured on an H200
         // (docs/kernels.md): HiFi-GAN's first layer, 32 positions a phase, 0.09 ms stacked
         // in bfloat16 against 0.065 on the TMA kernel; the DCGAN layers' rows of 1 and 4
-        // positions 1.4x-1.6x faster stacked than on the TMA or gather kernel.)
+        // positions 1.4x-1.6x faster stacked than on the TMA or gather kernel. Not with a
+        // reduction of 2048 or more per phase, where the wgmma tiles' MMAs outrun the TMA
+        // kernel's mma.sync whatever the plane: WaveGAN's 1024 -> 512 (kernel 25, stride 4,
+        // 6400 per phase, 16 positions a phase) 0.15 ms stacked against 0.36 on the TMA
+        // kernel in float32 as TF32 (H100); HiFi-GAN's first layer (1024 per phase) stays,
+        // and so does split TF32, not measured there.)
         stack_declined = plan.wg_used >= min_used;
         // A wgmma tile holds the rows of one (sample, D position) of a phase: where a phase
         // has few positions per sample (4 x 4 outputs of a DCGAN layer, 32 of a HiFi-GAN

@@ -867,8 +867,72 @@ TEST(CudaPlanner, FewTilesTakeTheNThatFillsTheMachine) {
   unsetenv("CONVT_WG_COOP");
 }
 
+// Whether every W phase of p has exactly one tap (kernel 2 with stride 2, say), counted by
+// brute force.
+bool every_w_phase_has_one_tap(const Problem& p) {
+  const int64_t s = p.stride[2];
+  for (int64_t r = 0; r < s; ++r) {
+    int count = 0;
+    for (int64_t k = 0; k < p.kernel_size[2]; ++k) {
+      const int64_t v = r + p.padding[2] - k * p.dilation[2];
+      if (((v % s) + s) % s == 0) ++count;
+    }
+    if (count != 1) return false;
+  }
+  return true;
+}
+
+// Zeros inserted along W: not where every W phase has one tap (the phases tile the output
+// rows exactly), but for float32 3-D problems; kept where a W phase has no tap or several.
+// Layers from the suites: U-Net's 128 -> 64 (k2 s2), the 3-D U-Net's 64 -> 32, kb81 and kb79.
+TEST(CudaPlanner, ZerosAlongWOnlyWhereAWPhaseHasNoTapOrSeveral) {
+  ExecOptions opt;
+  auto plan_of = [&](Problem p, DType t) {
+    p.dtype = t;
+    return convt::cuda::plan_implicit_gemm_fprop(p.canonical3d(), opt);
+  };
+  const Problem unet = convt::test::make_problem(2, 4, 128, 64, 1, {256, 256, 1}, {2, 2, 1},
+                                                 {2, 2, 1}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, true);
+  const Problem unet3d = convt::test::make_problem(3, 2, 64, 32, 1, {64, 64, 64}, {2, 2, 2},
+                                                   {2, 2, 2}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, true);
+  const Problem kb81 = convt::test::make_problem(2, 16, 32, 64, 1, {64, 128, 1}, {3, 3, 1},
+                                                 {5, 5, 1}, {1, 1, 0}, {0, 0, 0}, {2, 2, 1}, false);
+  const Problem kb79 = convt::test::make_problem(1, 16, 32, 64, 1, {131072, 1, 1}, {3, 1, 1},
+                                                 {2, 1, 1}, {1, 0, 0}, {0, 0, 0}, {2, 1, 1}, false);
+  EXPECT_TRUE(every_w_phase_has_one_tap(unet.canonical3d()));
+  EXPECT_TRUE(every_w_phase_has_one_tap(unet3d.canonical3d()));
+  EXPECT_FALSE(every_w_phase_has_one_tap(kb81.canonical3d()));
+  EXPECT_FALSE(every_w_phase_has_one_tap(kb79.canonical3d()));
+  for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    const Plan u = plan_of(unet, t), u3 = plan_of(unet3d, t), a = plan_of(kb81, t),
+               b = plan_of(kb79, t);
+    EXPECT_EQ(u.wg_wup, 1) << u.describe();
+    EXPECT_EQ(u3.wg_wup, t == DType::kFloat32 ? 2 : 1) << u3.describe();
+    EXPECT_TRUE(a.wg && a.wg_wup == 5) << a.describe();
+    EXPECT_TRUE(b.wg && b.wg_wup == 2) << b.describe();
+  }
+}
+
+// Stacked planes whose single plane would use little of the tile go to the TMA kernel where
+// its W segments are at least half full, but not with a reduction of 2048 or more per phase
+// (float32 as TF32 and 16-bit types): WaveGAN's 1024 -> 512 (kernel 25, stride 4, 16
+// positions a phase) stays stacked on the wgmma kernel, HiFi-GAN's 512 -> 256 (kernel 16,
+// stride 8, a reduction of 1024 per phase) runs the TMA kernel in float32.
+TEST(CudaPlanner, DeepReductionsKeepTheirStackedTiles) {
+  ExecOptions opt;
+  Problem wavegan = convt::test::make_problem(1, 64, 1024, 512, 1, {16, 1, 1}, {25, 1, 1},
+                                              {4, 1, 1}, {11, 0, 0}, {1, 0, 0}, {1, 1, 1}, true);
+  Problem hifigan = convt::test::make_problem(1, 16, 512, 256, 1, {32, 1, 1}, {16, 1, 1},
+                                              {8, 1, 1}, {4, 0, 0}, {0, 0, 0}, {1, 1, 1}, true);
+  const Plan w = convt::cuda::plan_implicit_gemm_fprop(wavegan.canonical3d(), opt);
+  EXPECT_TRUE(w.wg && w.wg_stack > 1) << w.describe();
+  const Plan h = convt::cuda::plan_implicit_gemm_fprop(hifigan.canonical3d(), opt);
+  EXPECT_FALSE(h.wg) << h.describe();
+}
+
 TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
-  int taken = 0, declined = 0, upsampled = 0, sparse = 0, stack_declined = 0, few_steps = 0;
+  int taken = 0, declined = 0, upsampled = 0, sparse = 0, stack_declined = 0, few_steps = 0,
+      one_tap_layers = 0;
   for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& p, MathMode math,
                                                   const Plan& plan) {
     if (!plan.usable) return;
@@ -884,6 +948,13 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
     const double balance = p.dtype != DType::kFloat32       ? 240
                            : math == MathMode::kStrictFP32 ? 40
                                                            : 120;
+    const bool one_tap = p.stride[2] > 1 && every_w_phase_has_one_tap(p) &&
+                         (p.dtype != DType::kFloat32 ||
+                          (p.input_size[0] == 1 && p.kernel_size[0] == 1));
+    if (one_tap) {
+      EXPECT_EQ(forced.wg_wup, 1);
+      ++one_tap_layers;
+    }
     if (p.stride[2] > 1 && memory_bound_with_w_zeros(p, balance) && forced.wg_wup > 1) {
       EXPECT_TRUE(plan.wg);
       EXPECT_EQ(plan.wg_wup, p.stride[2]);
@@ -937,11 +1008,13 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
       return;
     }
     // Stacked planes where one plane would use under 35% of the tile: the TMA kernel where
-    // its W segments are at least half full.
+    // its W segments are at least half full, unless the reduction is 2048 or more per phase
+    // (not in split TF32).
     if (want && forced.wg_stack > 1 && forced.wg_used_plane < 0.35) {
       const int64_t seg = 128 / convt::dtype_size(p.dtype);
       const int64_t q2 = (p.output_sizes()[2] + p.stride[2] - 1) / p.stride[2];
-      if (2 * q2 >= (q2 + seg - 1) / seg * seg) {
+      if (2 * q2 >= (q2 + seg - 1) / seg * seg &&
+          (k < 2048 || math == MathMode::kStrictFP32)) {
         EXPECT_FALSE(plan.wg);
         ++stack_declined;
         return;
@@ -975,6 +1048,7 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
   EXPECT_GT(sparse, 5);
   EXPECT_GT(few_steps, 3);
   (void)stack_declined;  // (none among the fuzzed problems: CudaPlanner.SmallPlanesStackInATile)
+  EXPECT_GT(one_tap_layers, 5);
 }
 
 // Zeros inserted along W (CONVT_WG_WUP=1 asks for them wherever W is strided): the plan is
