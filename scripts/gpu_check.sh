@@ -28,6 +28,7 @@
 #   bash scripts/gpu_check.sh build install merge   # W phases merged wherever W is strided, against not
 #   bash scripts/gpu_check.sh install copier-ab   # the copier warps' variants against the defaults
 #   bash scripts/gpu_check.sh install small-ab   # the models suite's layers under the planner's knobs
+#   bash scripts/gpu_check.sh install splitk-models   # split K forced (2, 4) on the model suites
 #   bash scripts/gpu_check.sh install dispatch-ab   # the dispatch against each kernel forced
 #   bash scripts/gpu_check.sh install rules-ab   # the planner's rules of 274d21e-0d26e69 against what each replaced
 #   bash scripts/gpu_check.sh build install splitk   # split K: its tests, then the few-tile layers with and without
@@ -322,6 +323,27 @@ if has kstep-ab; then
   step kstep-ab-models python3 scripts/env_ab.py --suite models --dtype fp32,bf16 --rounds 2 \
     --gpu-time base= bk16=CONVT_WG_BK=16
   grep -E "geomean" "$OUT"/kstep-ab-*.log | tee -a "$SUMMARY"
+fi
+if has splitk-models; then
+  # Split K forced on every plan of the model suites (S parts a tile, where it has that many
+  # K steps) against the default (which splits only plans of fewer tiles than
+  # multiprocessors): for a rule on the layers of one or two partial waves of tiles.
+  for s in models scripts/suites/more_models.json; do
+    n=$(basename "$s" .json)
+    step "splitk-$n" python3 scripts/env_ab.py --suite "$s" --dtype fp32,bf16 --rounds 2 \
+      --gpu-time base= s2=CONVT_WG_SPLIT_K=2 s4=CONVT_WG_SPLIT_K=4
+    grep -E "geomean" "$OUT/splitk-$n.log" | tee -a "$SUMMARY"
+  done
+  # Float32 3-D layers of kernel 2, stride 2 (which keep the zeros along W): without them on
+  # the wgmma kernel and on the TMA kernel.
+  for sc in "models unet3d_up3" "scripts/suites/more_models.json unet3d_320,unet3d_64" \
+    "scripts/suites/short_rows.json sr3d_k2"; do
+    set -- $sc
+    step "wup3d-$(basename "$1" .json)" python3 scripts/env_ab.py --suite "$1" --cases "$2" \
+      --dtype fp32 --rounds 2 --gpu-time base= nowup=CONVT_WG_WUP=0 \
+      nowupwg=CONVT_WG_WUP=0,CONVT_FORWARD_KERNEL=implicit_gemm_wgmma
+  done
+  grep -E "geomean" "$OUT"/wup3d-*.log | tee -a "$SUMMARY"
 fi
 if has small-ab; then
   # The models suite's small layers under the wgmma planner's knobs (K steps of fewer
