@@ -1270,15 +1270,17 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
         // float32 3-D layers, which then run the TMA kernel, went both ways (64 -> 64 at 64^3
         // 0.98 / 0.85 ms, 64 -> 32 0.72 / 0.79) and keep them. The layers with tap-less or
         // several-tap W phases keep them too: kb75, kb77, kb79, kb81 1.1x-2.7x faster with.)
-        bool one_tap_each =
-            p.dtype != DType::kFloat32 || (p.input_size[0] == 1 && p.kernel_size[0] == 1);
+        bool one_tap_each = true;
         for (int rw = 0; rw < p.stride[2]; ++rw)
           one_tap_each = one_tap_each &&
                          igemm::phase_taps(rw, p.stride[2], p.padding[2], p.dilation[2],
                                            p.kernel_size[2])
                                  .count == 1;
+        const bool float_3d =
+            p.dtype == DType::kFloat32 && (p.input_size[0] > 1 || p.kernel_size[0] > 1);
+        const bool keep_phases = one_tap_each && !float_3d;
         if (up.wg && (wup_env == 1 ||
-                      (!one_tap_each && memory_bound_with_w_zeros(p, plan.split, up.wg_nc)))) {
+                      (!keep_phases && memory_bound_with_w_zeros(p, plan.split, up.wg_nc)))) {
           plan = up;
           plan.wg_wup = int(p.stride[2]);
           plan.wg_copy_fused = false;  // (the copy inserts the zeros)
