@@ -288,12 +288,13 @@ std::array<int, 2> tma_tile_from_env() {
 
 // CONVT_WG_HB=h / CONVT_WG_BK=c: H taps and channels per K step of the wgmma kernel where
 // they fit (for measuring its planner); 0: the planner's choice.
-// W phase pairs need a position-major tile (at most 32 output channels per group).
-static bool cog_pairs_too_wide(const Problem& p) { return p.out_channels_per_group() > 32; }
-
 static int wg_env_int(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::atoi(v) : 0;
+}
+static int wg_env_int_or(const char* name, int unset) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : unset;
 }
 
 // The wgmma kernel's tile for p (see ImplicitGemmFpropPlan::wg and the kernel's header);
@@ -315,8 +316,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     return no("the input is read in place only in float32 as TF32");
   if (wmerge && (raw || plan.split || p.stride[2] < 2))
     return no("W phases merge only for a W stride, not in split TF32");
-  if (wpairs && (raw || plan.split || p.stride[2] != 2 || cog_pairs_too_wide(p)))
-    return no("W phase pairs: a W stride of 2, at most 32 channels, not in split TF32");
+  if (wpairs && (raw || plan.split || p.stride[2] != 2))
+    return no("W phase pairs: a W stride of 2, not in split TF32");
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
   const Dims q = phase0_positions(p);
   int64_t tmax[3], doff[3];
@@ -367,7 +368,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       }
   }
   const int64_t cw = nc > 0 ? nc : wg::kM;
-  if (wpairs && (nc == 0 || nc > 32)) return no("W phase pairs: a tile of 8 to 32 channels");
+  if (wpairs && nc > 32) return no("W phase pairs: a position-major tile of 8 to 32 channels");
   // The W taps folded into N (position-major tiles in TF32 and 16-bit types with 2 to 7 W
   // taps in the widest phase): each MMA step multiplies the unshifted box by every W tap's
   // weights at once, nc x fold columns (fold: the taps rounded up to 2, 3, 4, 5 or 7), and
@@ -545,6 +546,9 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       // (Split TF32 keeps a second set of accumulators, the running sum: at most 128
       // positions fit the registers.)
       if (nc == 0 && copies == 2 && n > 128) continue;
+      // (W phase pairs keep two sets of accumulators too: channel-major tiles of 128
+      // positions.)
+      if (nc == 0 && wpairs && n != 128) continue;
       // (Two consumer warpgroups are built for 128, 192 and 256 positions.)
       if ((coop || coop_n) && n != 128 && n != 192 && n != 256) continue;
       int64_t wv = 0, rows = 0;
@@ -751,8 +755,10 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     const bool fills = 4 * plan.wg_wbox >= 3 * wg::kXpCols * wg::xp_chunks(plan.wg_wbox);
     const bool once = p.stride[0] * p.stride[1] * p.stride[2] == 1 && tmax[0] == 1 &&
                       plan.wg_hb >= tmax[1];
-    // (W phase pairs transposed in the kernel are built for 16-bit types only.)
-    const bool want = xp_ok && copies == 1 && !raw && fold == 1 && !(wpairs && e == 4) && !two_wg &&
+    // (W phase pairs transposed in the kernel are built for 16-bit position-major tiles
+    // only.)
+    const bool want = xp_ok && copies == 1 && !raw && fold == 1 &&
+                      !(wpairs && (e == 4 || nc == 0)) && !two_wg &&
                       plan.wg_stack == 1 &&
                       xp_env != 0 &&
                       (xp_env == 1 || (macs_per_elem <= 768 && fills && (e == 2 || once)));
@@ -1299,9 +1305,23 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
     // (Not where the unmerged tiles stack planes: a phase's plane is then small, and the
     // stacked tile computes several planes' outputs where the pair's would drop most of its
     // positions.)
+    // Channel-major tiles (more than 32 output channels per group) take the pairs in every
+    // type but split TF32 where the reduction per phase is at most 256 (input channels per
+    // group x taps / phases), where the stores of a tile are a large part of its time:
+    // measured on an H100 (docs/kernels.md, GPU time, pairs against the phases' own tiles)
+    // 1.04x-1.20x on five layers of kernel 2, stride 2 with 64 to 256 per phase (3-D U-Net
+    // 64 -> 64 at 64^3 0.66 -> 0.55 ms in bfloat16, Mask R-CNN's mask head 0.176 -> 0.156 in
+    // float32), 0.7x-0.9x at 288 to 2048 per phase, where the tiles of two consumer
+    // warpgroups sharing the box (or the TMA kernel) keep their MMAs fed better than tiles
+    // of 128 positions a phase. CONVT_WG_CMPAIRS=0 turns them off, =1 takes them wherever
+    // they can run.
+    const int cm_env = wg_env_int_or("CONVT_WG_CMPAIRS", -1);
+    const bool f32 = p.dtype == DType::kFloat32;
+    const double k_phase = double(cig) *
+                           double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]) /
+                           double(p.stride[0] * p.stride[1] * p.stride[2]);
     bool stacked = false;
-    if (!upsampled && !scattered && !merged && p.stride[2] == 2 && wm_env != 0 && !fold_asked &&
-        p.dtype != DType::kFloat32) {
+    if (!upsampled && !scattered && !merged && p.stride[2] == 2 && wm_env != 0 && !fold_asked) {
       ImplicitGemmFpropPlan one = plan;
       plan_wgmma_tile(p, one);
       if (one.wg && one.wg_stack > 1) {
@@ -1310,7 +1330,9 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
       } else {
         ImplicitGemmFpropPlan m = plan;
         plan_wgmma_tile(p, m, false, false, true);
-        if (m.wg) {
+        const bool cm = m.wg && m.wg_nc == 0;
+        const bool take = cm ? cm_env == 1 || (cm_env != 0 && k_phase <= 256) : !f32;
+        if (m.wg && take) {
           plan = m;
           merged = true;
         }
@@ -1363,7 +1385,10 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
       pl.wg_reason = detail::str_cat((pl.wg_tiles + slots - 1) / slots, " waves of tiles of ",
                                      pl.wg_steps, " K steps: the TMA kernel is faster");
     };
-    if (plan.wg && !upsampled && !merged && opt.forward_kernel == ForwardKernel::kAuto) {
+    // (Channel-major W phase pairs keep the rules of the tiles they replace.)
+    const bool cm_pairs = merged && plan.wg_wpairs && plan.wg_nc == 0;
+    if (plan.wg && !upsampled && (!merged || cm_pairs) &&
+        opt.forward_kernel == ForwardKernel::kAuto) {
       const double k_avg = double(cig) * double(p.kernel_size[0] * p.kernel_size[1] *
                                                 p.kernel_size[2]) / double(phases);
       const int64_t e_size = dtype_size(p.dtype);

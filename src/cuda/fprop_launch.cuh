@@ -472,6 +472,16 @@ void launch_wgmma_coop(const wg::Params& fp, const CUtensorMap& map, std::size_t
   }
 }
 
+// The wgmma kernel's W phase pairs on channel-major tiles (64 channels x 128 positions of
+// each of the two W phases, their accumulators side by side), beside the tiles of two
+// consumer warpgroups in their translation units (fprop_launch_*_coop.cu).
+template <typename T>
+void launch_wgmma_cm_pairs(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
+                           cudaStream_t stream, int device, int n) {
+  CONVT_CHECK(n == 128, "convt: wgmma W phase pairs on channel-major tiles of ", n, " positions");
+  fprop_detail::launch_wgmma_n<T, 128, false, 0, false, 1, 2>(fp, map, smem, stream, device);
+}
+
 // The wgmma kernel reading the input in place (float32 as TF32, position-major tiles of 256
 // positions x 8..32 channels, or 128 x 48 or 64), in a translation unit of its own
 // (fprop_launch_tf32_raw.cu).
@@ -772,6 +782,12 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
                 " positions");
     launch_wgmma_pos<T, kSplit>(fp, map, smem, opt.stream, device, plan.wg_nc,
                                 plan.wg_wpairs ? 2 : 1);
+  } else if (plan.wg_wpairs) {
+    if constexpr (!kSplit) {
+      launch_wgmma_cm_pairs<T>(fp, map, smem, opt.stream, device, plan.wg_n);
+    } else {
+      CONVT_CHECK(false, "convt: split TF32 has no wgmma W phase pairs");
+    }
   } else if (plan.wg_coop) {
     if constexpr (!kSplit) {
       launch_wgmma_coop<T>(fp, map, smem, opt.stream, device, plan.wg_n);
@@ -849,12 +865,17 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
                                               std::size_t, cudaStream_t, int, int, int)
 // The tiles of two consumer warpgroups (fprop_launch_*_coop.cu; split TF32 declares them
 // too, never launched).
+// (With them the channel-major W phase pairs.)
 #define CONVT_EXTERN_WGMMA_COOP(T)                                                          \
   extern template void launch_wgmma_coop<T>(const wg::Params&, const CUtensorMap&,         \
-                                            std::size_t, cudaStream_t, int, int)
+                                            std::size_t, cudaStream_t, int, int);          \
+  extern template void launch_wgmma_cm_pairs<T>(const wg::Params&, const CUtensorMap&,     \
+                                                std::size_t, cudaStream_t, int, int)
 #define CONVT_INSTANTIATE_WGMMA_COOP(T)                                                     \
   template void launch_wgmma_coop<T>(const wg::Params&, const CUtensorMap&, std::size_t,     \
-                                     cudaStream_t, int, int)
+                                     cudaStream_t, int, int);                              \
+  template void launch_wgmma_cm_pairs<T>(const wg::Params&, const CUtensorMap&, std::size_t, \
+                                         cudaStream_t, int, int)
 // The folded tiles of NC channels, one unit per (T, NC) (fprop_launch_*_fold*.cu).
 #define CONVT_EXTERN_WGMMA_FOLD(T, NC)                                                      \
   extern template void launch_wgmma_fold<T, NC>(const wg::Params&, const CUtensorMap&,     \

@@ -997,7 +997,9 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
     // full, else the gather kernel.
     const double min_used =
         forced.wg_stack > 1 && math != MathMode::kStrictFP32 ? 0.2 : 0.35;
-    if (want && !forced.wg_wmerge && !forced.wg_wpairs && forced.wg_used < min_used) {
+    // (Channel-major W phase pairs keep the rules of the tiles they replace.)
+    if (want && !forced.wg_wmerge && !(forced.wg_wpairs && forced.wg_nc > 0) &&
+        forced.wg_used < min_used) {
       EXPECT_FALSE(plan.wg);
       EXPECT_NE(plan.wg_reason.find("% of its positions for outputs"), std::string::npos)
           << plan.wg_reason;
@@ -1323,24 +1325,77 @@ TEST(CudaPlanner, MergedWPhasesFitTheirBuffer) {
 // position-major tiles of 8 to 32 channels, unfolded and unscattered, not with zeros
 // inserted; CONVT_WG_WMERGE=0 turns them off.
 TEST(CudaPlanner, PairedWPhasesRunStride2) {
-  int paired = 0;
-  for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& p, MathMode, const Plan& plan) {
-    if (!plan.usable || !plan.wg || !plan.wg_wpairs) return;
-    ++paired;
-    EXPECT_EQ(p.stride[2], 2);
-    EXPECT_GE(plan.wg_nc, 8);
-    EXPECT_LE(plan.wg_nc, 32);
-    EXPECT_LE(p.out_channels_per_group(), 32);
-    EXPECT_NE(p.dtype, DType::kFloat32);
-    EXPECT_EQ(plan.wg_fold, 1);
-    EXPECT_FALSE(plan.wg_scatter);
-    EXPECT_FALSE(plan.wg_wmerge);
-    EXPECT_EQ(plan.wg_wup, 1);
-    EXPECT_EQ(plan.wg_n, 256);
-    EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
-    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes(plan));
-  });
-  EXPECT_GT(paired, 2);
+  // Position-major tiles (8 to 32 channels) in 16-bit types take the pairs by default;
+  // channel-major ones (64 channels x 128 positions a phase) in every type where the
+  // reduction per phase is at most 256 (CONVT_WG_CMPAIRS=1: wherever they can run, =0:
+  // nowhere); never with split TF32, two consumer warpgroups, split K or the transposition
+  // in the kernel of a channel-major tile.
+  auto check = [](int cm_env, int* pos, int* cm, int* cm_f32) {
+    for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& p, MathMode math,
+                                                  const Plan& plan) {
+      if (!plan.usable || !plan.wg || !plan.wg_wpairs) return;
+      EXPECT_EQ(p.stride[2], 2);
+      EXPECT_NE(math, MathMode::kStrictFP32);
+      EXPECT_EQ(plan.wg_fold, 1);
+      EXPECT_FALSE(plan.wg_scatter);
+      EXPECT_FALSE(plan.wg_wmerge);
+      EXPECT_EQ(plan.wg_wup, 1);
+      EXPECT_EQ(plan.wg_splits, 1);
+      EXPECT_EQ(plan.wg_stack, 1);
+      EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
+      EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes(plan));
+      if (plan.wg_nc > 0) {
+        ++*pos;
+        EXPECT_LE(plan.wg_nc, 32);
+        EXPECT_LE(p.out_channels_per_group(), 32);
+        EXPECT_NE(p.dtype, DType::kFloat32);
+        EXPECT_EQ(plan.wg_n, 256);
+      } else {
+        ++*cm;
+        if (p.dtype == DType::kFloat32) ++*cm_f32;
+        EXPECT_NE(cm_env, 0);
+        const double k_phase = double(p.in_channels_per_group()) *
+                               double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]) /
+                               double(p.stride[0] * p.stride[1] * p.stride[2]);
+        if (cm_env != 1) EXPECT_LE(k_phase, 256) << p.to_string();
+        EXPECT_GT(p.out_channels_per_group(), 32);
+        EXPECT_EQ(plan.wg_n, 128);
+        EXPECT_FALSE(plan.wg_coop);
+        EXPECT_FALSE(plan.wg_xp);
+      }
+    });
+  };
+  int pos = 0, cm = 0, cm_f32 = 0;
+  check(-1, &pos, &cm, &cm_f32);
+  EXPECT_GT(pos, 2);
+  EXPECT_GT(cm, 2);
+  // Mask R-CNN's mask head (256 -> 256, kernel 2, stride 2, 14 x 14, 100 regions; 256 per
+  // phase) takes them in float32 as TF32 and in bfloat16, U-Net's 1024 -> 512 (1024 per
+  // phase) keeps its tiles of two consumer warpgroups.
+  ExecOptions opt;
+  for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    Problem mask = convt::test::make_problem(2, 100, 256, 256, 1, {14, 14, 1}, {2, 2, 1},
+                                             {2, 2, 1}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, true);
+    mask.dtype = dt;
+    const Plan m = convt::cuda::plan_implicit_gemm_fprop(mask.canonical3d(), opt);
+    EXPECT_TRUE(m.wg && m.wg_wpairs && m.wg_nc == 0) << m.describe();
+    Problem unet = convt::test::make_problem(2, 4, 1024, 512, 1, {32, 32, 1}, {2, 2, 1},
+                                             {2, 2, 1}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, true);
+    unet.dtype = dt;
+    const Plan u = convt::cuda::plan_implicit_gemm_fprop(unet.canonical3d(), opt);
+    EXPECT_TRUE(u.wg && !u.wg_wpairs && u.wg_coop) << u.describe();
+  }
+  setenv("CONVT_WG_CMPAIRS", "1", 1);
+  int pos1 = 0, cm1 = 0, cm1_f32 = 0;
+  check(1, &pos1, &cm1, &cm1_f32);
+  EXPECT_EQ(pos1, pos);
+  EXPECT_GT(cm1, cm);
+  setenv("CONVT_WG_CMPAIRS", "0", 1);
+  int pos0 = 0, cm0 = 0, cm0_f32 = 0;
+  check(0, &pos0, &cm0, &cm0_f32);
+  EXPECT_EQ(pos0, pos);
+  EXPECT_EQ(cm0, 0);
+  unsetenv("CONVT_WG_CMPAIRS");
   setenv("CONVT_WG_WMERGE", "0", 1);
   for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem&, MathMode, const Plan& plan) {
     EXPECT_FALSE(plan.wg_wpairs);

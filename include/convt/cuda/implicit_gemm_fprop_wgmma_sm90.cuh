@@ -1032,6 +1032,68 @@ __device__ __forceinline__ void issue_batch(float (&A)[MB][NA / 2], const uint64
   }
 }
 
+// W phase pairs (WPH = 2) on channel-major tiles (64 channels x N positions, N <= 128): the
+// epilogue of a tile whose two W phases' accumulators are acc (phase 0) and acc2 (phase 1),
+// acc[0][4 pi + 2 h + e] being channel 16 warp + 8 h + g8 at box position 8 pi + 2 t4 + e.
+// Box position m of both is output columns 2 c and 2 c + 1 (c = m % wbox, from the tile's
+// first output column, base[]). Per pass of 32 positions each warp stages its 16 channels
+// with the two phases interleaved (position q's phase e at stg[channel * kEpiPitch + 2 q +
+// e], one 16-byte store per thread and accumulator pair), then lane l stores position 32
+// pass + l's two adjacent outputs of each channel with one instruction where they are
+// aligned: a warp's store is 64 adjacent outputs of a channel, where a tile of one W phase
+// writes every other element (two partial writes per 32-byte sector). A phase without MMAs
+// (no W tap) stores the bias alone.
+template <typename T, int N>
+__device__ __forceinline__ void pair_epilogue_cm(float (&acc)[1][N / 2], float (&acc2)[1][N / 2],
+                                                 bool mma0, bool mma1, int cols0, float* stg,
+                                                 T* y, const EpiInfo* info, int co_valid,
+                                                 int rows, int cols1, int64_t ys1, int wbox,
+                                                 int warp, int g8, int t4) {
+  static_assert(N % 32 == 0 && N <= 128, "passes of 32 positions, two accumulator sets");
+  static_assert(64 <= kEpiPitch, "a pass's 64 staged outputs fit a channel row");
+  const int lane = int(threadIdx.x % 32);
+  const int m0 = 16 * warp, mcount = min(co_valid - m0, 16);
+  const int64_t cstep = info->col_step;
+  T* const yc = y + int64_t(info->co0 + m0) * ys1;
+  const float* bias = info->bias + m0;
+#pragma unroll
+  for (int pass = 0; pass < N / 32; ++pass) {
+#pragma unroll
+    for (int pp = 0; pp < 4; ++pp) {
+      const int pi = 4 * pass + pp;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float4 v = make_float4(mma0 ? acc[0][4 * pi + 2 * h] : 0.f,
+                                     mma1 ? acc2[0][4 * pi + 2 * h] : 0.f,
+                                     mma0 ? acc[0][4 * pi + 2 * h + 1] : 0.f,
+                                     mma1 ? acc2[0][4 * pi + 2 * h + 1] : 0.f);
+        *reinterpret_cast<float4*>(stg + (8 * h + g8) * kEpiPitch + 16 * pp + 4 * t4) = v;
+      }
+    }
+    __syncwarp();
+    const int m = 32 * pass + lane;
+    const int r = m / wbox, c = m - r * wbox;
+    const bool v0 = r < rows && c < cols0, v1 = r < rows && c < cols1;
+    if ((v0 || v1) && mcount > 0) {
+      T* q = yc + (info->base[r] + int64_t(2 * c) * cstep);
+      const bool pair = v0 && v1 && cstep == 1 && ys1 % 2 == 0 &&
+                        reinterpret_cast<uintptr_t>(q) % (2 * sizeof(T)) == 0;
+      if (mcount == 16) {
+#pragma unroll 4
+        for (int i = 0; i < 16; ++i, q += ys1)
+          store_channel<T>(q, cstep, *reinterpret_cast<const float2*>(stg + i * kEpiPitch + 2 * lane),
+                           bias[i], pair, v0, v1);
+      } else {
+#pragma unroll 1
+        for (int i = 0; i < mcount; ++i, q += ys1)
+          store_channel<T>(q, cstep, *reinterpret_cast<const float2*>(stg + i * kEpiPitch + 2 * lane),
+                           bias[i], pair, v0, v1);
+      }
+    }
+    __syncwarp();
+  }
+}
+
 // W phase pairs (WPH = 2; position-major tiles, W stride 2): the epilogue of a tile whose
 // two W phases' accumulators are acc (phase 0) and acc2 (phase 1). Box position m of both is
 // output columns 2 c and 2 c + 1 (c = m % wbox, from the tile's first output column, base[]).
@@ -1526,8 +1588,10 @@ __global__ void __launch_bounds__(block_threads(kXp,
     fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
   static_assert(!kXp || (!kSplit && !kRaw),
                 "the input transposed in the kernel: 16-bit types or TF32");
-  static_assert(WPH == 1 || (WPH == 2 && NC > 0 && !kSplit && !kRaw && FOLD == 1),
-                "W phase pairs in registers: unfolded position-major tiles");
+  static_assert(WPH == 1 || (WPH == 2 && !kSplit && !kRaw && FOLD == 1 && CG == 1 &&
+                             (NC > 0 || N <= 128)),
+                "W phase pairs in registers: unfolded tiles of one warpgroup (channel-major "
+                "ones of at most 128 positions)");
   static_assert(!kSplit || sizeof(T) == 4, "split TF32 is for float");
   static_assert(!kRaw || (std::is_same<T, float>::value && !kSplit && NC > 0),
                 "the input read in place: TF32 on position-major tiles");
@@ -2235,9 +2299,12 @@ __global__ void __launch_bounds__(block_threads(kXp,
     }
     const int co_valid = info->co_valid, rows = info->rows, cols = info->cols;
     const int64_t ys1 = p.y_str[1];
-    if constexpr (WPH > 1) {
+    if constexpr (WPH > 1 && kPos) {
       pair_epilogue<T, N, NC>(acc, acc2, pair_mma0, has_mma, pair_cols0, stg, y, info, co_valid,
                               rows, cols, ys1, p.wbox, wq, g8, t4);
+    } else if constexpr (WPH > 1) {
+      pair_epilogue_cm<T, N>(acc, acc2, pair_mma0, has_mma, pair_cols0, stg, y, info, co_valid,
+                             rows, cols, ys1, p.wbox, wq, g8, t4);
     } else if (!kFold && !kSplit && p.wm) {
       // (Not with split TF32: its epilogue's copy of the running sums and this one together
       // made ptxas serialize its wgmma, C7515.)
