@@ -1259,6 +1259,12 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
         scattered = true;
       }
     }
+    // (Every W phase exactly one tap, e.g. kernel 2 with stride 2.)
+    bool one_tap_each = p.stride[2] > 1;
+    for (int rw = 0; rw < p.stride[2]; ++rw)
+      one_tap_each = one_tap_each && igemm::phase_taps(rw, p.stride[2], p.padding[2],
+                                                       p.dilation[2], p.kernel_size[2])
+                                             .count == 1;
     if (p.stride[2] > 1 && !scattered && !merged) {
       const char* env = std::getenv("CONVT_WG_WUP");
       const int wup_env = env != nullptr && *env != '\0' ? std::atoi(env) : -1;
@@ -1274,17 +1280,15 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
         // U-Net 64 -> 32 (64^3) 0.33 / 0.65 in bfloat16, every one of six such layers
         // faster without in bfloat16 (geomean 0.75 of the time) and both 2-D ones in float32;
         // float32 3-D layers, which then run the TMA kernel, went both ways (64 -> 64 at 64^3
-        // 0.98 / 0.85 ms, 64 -> 32 0.72 / 0.79) and keep them. The layers with tap-less or
-        // several-tap W phases keep them too: kb75, kb77, kb79, kb81 1.1x-2.7x faster with.)
-        bool one_tap_each = true;
-        for (int rw = 0; rw < p.stride[2]; ++rw)
-          one_tap_each = one_tap_each &&
-                         igemm::phase_taps(rw, p.stride[2], p.padding[2], p.dilation[2],
-                                           p.kernel_size[2])
-                                 .count == 1;
+        // 0.98 / 0.85 ms, 64 -> 32 0.72 / 0.79) and keep them where a group has more than 32
+        // output channels; those of at most 32 (stride 2, not split TF32) run the W phase
+        // pairs below instead: 64 -> 32 at 64^3 0.79 -> 0.44 ms, 32 -> 16 at 32^3 0.123 ->
+        // 0.085. The layers with tap-less or several-tap W phases keep them too: kb75, kb77,
+        // kb79, kb81 1.1x-2.7x faster with.)
         const bool float_3d =
             p.dtype == DType::kFloat32 && (p.input_size[0] > 1 || p.kernel_size[0] > 1);
-        const bool keep_phases = one_tap_each && !float_3d;
+        const bool narrow_pairs = p.stride[2] == 2 && cog <= 32 && !plan.split && wm_env != 0;
+        const bool keep_phases = one_tap_each && (!float_3d || narrow_pairs);
         if (up.wg && (wup_env == 1 ||
                       (!keep_phases && memory_bound_with_w_zeros(p, plan.split, up.wg_nc)))) {
           plan = up;
@@ -1298,8 +1302,11 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
     // otherwise run as tiles of their own, in 16-bit types: measured on an H200 against the
     // dispatch without them (docs/kernels.md, same-call A/B, each tree twice), kb73 in
     // bfloat16 1.33x, kb72 unchanged; in float32 (TF32) kb73 1.04x and kb72 within a
-    // spread of 10-30%, so float32 takes them only where CONVT_WG_WMERGE=2 asks. (Not where
-    // CONVT_WG_FOLD=1 asks for folded tiles.)
+    // spread of 10-30%, so float32 takes them where every W phase has one tap (kernel 2,
+    // stride 2: measured on an H100, GPU time, against zeros along W or the TMA kernel,
+    // 1.07x-1.78x on five such layers of 16 or 32 channels, 1-D to 3-D,
+    // scripts/suites/one_tap.json) and elsewhere only where CONVT_WG_WMERGE=2 asks. (Not
+    // where CONVT_WG_FOLD=1 asks for folded tiles.)
     const char* fold_s = std::getenv("CONVT_WG_FOLD");
     const bool fold_asked = fold_s != nullptr && std::atoi(fold_s) == 1;
     // (Not where the unmerged tiles stack planes: a phase's plane is then small, and the
@@ -1331,7 +1338,8 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
         ImplicitGemmFpropPlan m = plan;
         plan_wgmma_tile(p, m, false, false, true);
         const bool cm = m.wg && m.wg_nc == 0;
-        const bool take = cm ? cm_env == 1 || (cm_env != 0 && k_phase <= 256) : !f32;
+        const bool take =
+            cm ? cm_env == 1 || (cm_env != 0 && k_phase <= 256) : !f32 || one_tap_each;
         if (m.wg && take) {
           plan = m;
           merged = true;

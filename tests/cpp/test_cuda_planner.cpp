@@ -907,7 +907,14 @@ TEST(CudaPlanner, ZerosAlongWOnlyWhereAWPhaseHasNoTapOrSeveral) {
     const Plan u = plan_of(unet, t), u3 = plan_of(unet3d, t), a = plan_of(kb81, t),
                b = plan_of(kb79, t);
     EXPECT_EQ(u.wg_wup, 1) << u.describe();
-    EXPECT_EQ(u3.wg_wup, t == DType::kFloat32 ? 2 : 1) << u3.describe();
+    // (Float32 3-D: zeros along W where a group has more than 32 output channels; this one
+    // runs the W phase pairs.)
+    EXPECT_EQ(u3.wg_wup, 1) << u3.describe();
+    EXPECT_TRUE(u3.wg && u3.wg_wpairs) << u3.describe();
+    Problem wide3d = unet3d;
+    wide3d.out_channels = 64;
+    const Plan w3 = plan_of(wide3d, t);
+    EXPECT_EQ(w3.wg_wup, t == DType::kFloat32 ? 2 : 1) << w3.describe();
     EXPECT_TRUE(a.wg && a.wg_wup == 5) << a.describe();
     EXPECT_TRUE(b.wg && b.wg_wup == 2) << b.describe();
   }
@@ -950,7 +957,9 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
                                                            : 120;
     const bool one_tap = p.stride[2] > 1 && every_w_phase_has_one_tap(p) &&
                          (p.dtype != DType::kFloat32 ||
-                          (p.input_size[0] == 1 && p.kernel_size[0] == 1));
+                          (p.input_size[0] == 1 && p.kernel_size[0] == 1) ||
+                          (p.stride[2] == 2 && p.out_channels_per_group() <= 32 &&
+                           math != MathMode::kStrictFP32));
     if (one_tap) {
       EXPECT_EQ(forced.wg_wup, 1);
       ++one_tap_layers;
@@ -1348,7 +1357,8 @@ TEST(CudaPlanner, PairedWPhasesRunStride2) {
         ++*pos;
         EXPECT_LE(plan.wg_nc, 32);
         EXPECT_LE(p.out_channels_per_group(), 32);
-        EXPECT_NE(p.dtype, DType::kFloat32);
+        // (Float32: where every W phase has one tap.)
+        if (p.dtype == DType::kFloat32) EXPECT_TRUE(every_w_phase_has_one_tap(p));
         EXPECT_EQ(plan.wg_n, 256);
       } else {
         ++*cm;
