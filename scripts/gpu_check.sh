@@ -29,6 +29,7 @@
 #   bash scripts/gpu_check.sh install copier-ab   # the copier warps' variants against the defaults
 #   bash scripts/gpu_check.sh install small-ab   # the models suite's layers under the planner's knobs
 #   bash scripts/gpu_check.sh install splitk-models   # split K forced (2, 4) on the model suites
+#   bash scripts/gpu_check.sh install pairs-ab   # W phase pairs (channel-major, float32 one-tap) on and off
 #   bash scripts/gpu_check.sh install dispatch-ab   # the dispatch against each kernel forced
 #   bash scripts/gpu_check.sh install rules-ab   # the planner's rules of 274d21e-0d26e69 against what each replaced
 #   bash scripts/gpu_check.sh build install splitk   # split K: its tests, then the few-tile layers with and without
@@ -72,6 +73,20 @@ step() {  # step NAME COMMAND...: run, log to $OUT/NAME.log, record status and d
 }
 
 has() { [[ " $STEPS " == *" $1 "* ]]; }
+
+# model_suites_ab NAME SETTING...: the models suite and scripts/suites/more_models.json timed
+# under the default and each setting (GPU time, fp32 and bf16, two rounds; scripts/env_ab.py),
+# logged as NAME-models and NAME-more_models.
+model_suites_ab() {
+  local name=$1; shift
+  local s n
+  for s in models scripts/suites/more_models.json; do
+    n=$(basename "$s" .json)
+    step "$name-$n" python3 scripts/env_ab.py --suite "$s" --dtype fp32,bf16 --rounds 2 \
+      --gpu-time base= "$@"
+    grep -E "geomean" "$OUT/$name-$n.log" | tee -a "$SUMMARY"
+  done
+}
 
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   nvcc --version | tail -1
@@ -324,16 +339,20 @@ if has kstep-ab; then
     --gpu-time base= bk16=CONVT_WG_BK=16
   grep -E "geomean" "$OUT"/kstep-ab-*.log | tee -a "$SUMMARY"
 fi
+if has pairs-ab; then
+  # The W phase pairs against the dispatch without them (GPU time, one build): on channel-major
+  # tiles (CONVT_WG_CMPAIRS=0 / =1) over the model suites, and every pair
+  # (CONVT_WG_WMERGE=0) on the layers of kernel 2, stride 2 of scripts/suites/one_tap.json.
+  model_suites_ab pairs nocm=CONVT_WG_CMPAIRS=0 cm1=CONVT_WG_CMPAIRS=1
+  step pairs-one_tap python3 scripts/env_ab.py --suite scripts/suites/one_tap.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time base= nopairs=CONVT_WG_WMERGE=0
+  grep -E "geomean" "$OUT/pairs-one_tap.log" | tee -a "$SUMMARY"
+fi
 if has splitk-models; then
   # Split K forced on every plan of the model suites (S parts a tile, where it has that many
   # K steps) against the default (which splits only plans of fewer tiles than
   # multiprocessors): for a rule on the layers of one or two partial waves of tiles.
-  for s in models scripts/suites/more_models.json; do
-    n=$(basename "$s" .json)
-    step "splitk-$n" python3 scripts/env_ab.py --suite "$s" --dtype fp32,bf16 --rounds 2 \
-      --gpu-time base= s2=CONVT_WG_SPLIT_K=2 s4=CONVT_WG_SPLIT_K=4
-    grep -E "geomean" "$OUT/splitk-$n.log" | tee -a "$SUMMARY"
-  done
+  model_suites_ab splitk s2=CONVT_WG_SPLIT_K=2 s4=CONVT_WG_SPLIT_K=4
   # Float32 3-D layers of kernel 2, stride 2 (which keep the zeros along W): without them on
   # the wgmma kernel and on the TMA kernel.
   for sc in "models unet3d_up3" "scripts/suites/more_models.json unet3d_320,unet3d_64" \

@@ -110,6 +110,21 @@ def test_more_models_suite_file_loads():
     assert all(c.get("source") for c in raw["cases"])
 
 
+def test_one_tap_suite_file_loads():
+    """scripts/suites/one_tap.json (layers of kernel 2, stride 2, for measuring the W phase
+    pairs, docs/kernels.md) is a valid suite file whose every phase has one tap: outputs
+    twice the inputs, 1-D to 3-D, narrow (at most 32 output channels) and wide."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / "suites" / "one_tap.json"
+    suite = load_suite(path)
+    assert suite.ids() == ["ot3d_64_32", "ot3d_32_16", "ot3d_64_64", "ot2d_64_32", "ot2d_32_16",
+                           "ot2d_128_64", "ot1d_32_16"]
+    for case in suite.cases:
+        assert set(case.kernel_size) == {2} and set(case.stride) == {2}, case.id
+        assert case.output_size == tuple(2 * n for n in case.input_size), case.id
+    assert {c.dims for c in suite.cases} == {1, 2, 3}
+    assert {c.out_channels <= 32 for c in suite.cases} == {True, False}
+
+
 def test_kb72_fields():
     case = {c.id: c for c in load_suite("kernelbench").cases}["kb72"]
     assert case.dims == 3 and case.groups == 4 and not case.bias
