@@ -1259,6 +1259,18 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
         scattered = true;
       }
     }
+    const char* fold_s = std::getenv("CONVT_WG_FOLD");
+    const bool fold_asked = fold_s != nullptr && std::atoi(fold_s) == 1;
+    // (The W phase pairs on channel-major tiles: CONVT_WG_CMPAIRS and the reduction per
+    // phase, see below.)
+    const int cm_env = wg_env_int_or("CONVT_WG_CMPAIRS", -1);
+    const bool f32 = p.dtype == DType::kFloat32;
+    const double k_phase = double(cig) *
+                           double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]) /
+                           double(p.stride[0] * p.stride[1] * p.stride[2]);
+    const bool cm_pairs_ok = p.stride[2] == 2 && cog > 32 && !plan.split && wm_env != 0 &&
+                             !fold_asked && (cm_env == 1 || (cm_env != 0 && k_phase <= 256));
+    bool pairs_for_zeros = false;
     // (Every W phase exactly one tap, e.g. kernel 2 with stride 2.)
     bool one_tap_each = p.stride[2] > 1;
     for (int rw = 0; rw < p.stride[2]; ++rw)
@@ -1280,21 +1292,39 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
         // U-Net 64 -> 32 (64^3) 0.33 / 0.65 in bfloat16, every one of six such layers
         // faster without in bfloat16 (geomean 0.75 of the time) and both 2-D ones in float32;
         // float32 3-D layers, which then run the TMA kernel, went both ways (64 -> 64 at 64^3
-        // 0.98 / 0.85 ms, 64 -> 32 0.72 / 0.79) and keep them where a group has more than 32
-        // output channels; those of at most 32 (stride 2, not split TF32) run the W phase
-        // pairs below instead: 64 -> 32 at 64^3 0.79 -> 0.44 ms, 32 -> 16 at 32^3 0.123 ->
-        // 0.085. The layers with tap-less or several-tap W phases keep them too: kb75, kb77,
-        // kb79, kb81 1.1x-2.7x faster with.)
+        // 0.98 / 0.85 ms, 64 -> 32 0.72 / 0.79) and keep them unless the W phase pairs run
+        // them: those of at most 32 output channels per group (stride 2, not split TF32)
+        // below, 64 -> 32 at 64^3 0.79 -> 0.44 ms, 32 -> 16 at 32^3 0.123 -> 0.085; wider
+        // ones here, in place of the zeros. The layers with tap-less or several-tap W phases
+        // take them too (kb75, kb77, kb79, kb81 1.1x-2.7x faster with than with each phase's
+        // own tiles), or with a W stride of 2 the pairs.)
         const bool float_3d =
             p.dtype == DType::kFloat32 && (p.input_size[0] > 1 || p.kernel_size[0] > 1);
         const bool narrow_pairs = p.stride[2] == 2 && cog <= 32 && !plan.split && wm_env != 0;
         const bool keep_phases = one_tap_each && (!float_3d || narrow_pairs);
         if (up.wg && (wup_env == 1 ||
                       (!keep_phases && memory_bound_with_w_zeros(p, plan.split, up.wg_nc)))) {
-          plan = up;
-          plan.wg_wup = int(p.stride[2]);
-          plan.wg_copy_fused = false;  // (the copy inserts the zeros)
-          upsampled = true;
+          // With a W stride of 2 on channel-major tiles, the W phase pairs (below) store
+          // whole rows without the zeros' twice the MMAs, and run on the wgmma kernel as the
+          // zeros would: measured on an H100 (docs/kernels.md, GPU time, same call) kb77
+          // 0.785 -> 0.658 ms in float32 and 0.525 -> 0.467 in bfloat16, kb79 1.16 -> 0.96 and
+          // 0.742 -> 0.663, the float32 3-D U-Net 64 -> 64 at 64^3 0.857 -> 0.674. (Not where
+          // the zeros' tiles stack planes: the pairs' would drop most of their positions.)
+          if (wup_env != 1 && cm_pairs_ok && up.wg_stack == 1) {
+            ImplicitGemmFpropPlan m = plan;
+            plan_wgmma_tile(p, m, false, false, true);
+            if (m.wg && m.wg_nc == 0) {
+              plan = m;
+              merged = true;
+              pairs_for_zeros = true;
+            }
+          }
+          if (!pairs_for_zeros) {
+            plan = up;
+            plan.wg_wup = int(p.stride[2]);
+            plan.wg_copy_fused = false;  // (the copy inserts the zeros)
+            upsampled = true;
+          }
         }
       }
     }
@@ -1307,8 +1337,6 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
     // 1.07x-1.78x on five such layers of 16 or 32 channels, 1-D to 3-D,
     // scripts/suites/one_tap.json) and elsewhere only where CONVT_WG_WMERGE=2 asks. (Not
     // where CONVT_WG_FOLD=1 asks for folded tiles.)
-    const char* fold_s = std::getenv("CONVT_WG_FOLD");
-    const bool fold_asked = fold_s != nullptr && std::atoi(fold_s) == 1;
     // (Not where the unmerged tiles stack planes: a phase's plane is then small, and the
     // stacked tile computes several planes' outputs where the pair's would drop most of its
     // positions.)
@@ -1322,11 +1350,6 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
     // warpgroups sharing the box (or the TMA kernel) keep their MMAs fed better than tiles
     // of 128 positions a phase. CONVT_WG_CMPAIRS=0 turns them off, =1 takes them wherever
     // they can run.
-    const int cm_env = wg_env_int_or("CONVT_WG_CMPAIRS", -1);
-    const bool f32 = p.dtype == DType::kFloat32;
-    const double k_phase = double(cig) *
-                           double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]) /
-                           double(p.stride[0] * p.stride[1] * p.stride[2]);
     bool stacked = false;
     if (!upsampled && !scattered && !merged && p.stride[2] == 2 && wm_env != 0 && !fold_asked) {
       ImplicitGemmFpropPlan one = plan;
@@ -1338,8 +1361,7 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
         ImplicitGemmFpropPlan m = plan;
         plan_wgmma_tile(p, m, false, false, true);
         const bool cm = m.wg && m.wg_nc == 0;
-        const bool take =
-            cm ? cm_env == 1 || (cm_env != 0 && k_phase <= 256) : !f32 || one_tap_each;
+        const bool take = cm ? cm_pairs_ok : !f32 || one_tap_each;
         if (m.wg && take) {
           plan = m;
           merged = true;
@@ -1394,7 +1416,9 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
                                      pl.wg_steps, " K steps: the TMA kernel is faster");
     };
     // (Channel-major W phase pairs keep the rules of the tiles they replace.)
-    const bool cm_pairs = merged && plan.wg_wpairs && plan.wg_nc == 0;
+    // (Not the pairs in place of zeros along W, which keep the wgmma kernel as the zeros
+    // would.)
+    const bool cm_pairs = merged && plan.wg_wpairs && plan.wg_nc == 0 && !pairs_for_zeros;
     if (plan.wg && !upsampled && (!merged || cm_pairs) &&
         opt.forward_kernel == ForwardKernel::kAuto) {
       const double k_avg = double(cig) * double(p.kernel_size[0] * p.kernel_size[1] *
@@ -1454,8 +1478,8 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
         decline_few_k_steps(plan);
       }
     }
-    if (plan.wg && merged && plan.wg_wpairs && opt.forward_kernel == ForwardKernel::kAuto &&
-        few_k_steps(plan))
+    if (plan.wg && merged && plan.wg_wpairs && !pairs_for_zeros &&
+        opt.forward_kernel == ForwardKernel::kAuto && few_k_steps(plan))
       decline_few_k_steps(plan);
     if (raw_ok && raw_env == 1) {
       ImplicitGemmFpropPlan r = before_wgmma;

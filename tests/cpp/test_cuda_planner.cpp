@@ -907,17 +907,26 @@ TEST(CudaPlanner, ZerosAlongWOnlyWhereAWPhaseHasNoTapOrSeveral) {
     const Plan u = plan_of(unet, t), u3 = plan_of(unet3d, t), a = plan_of(kb81, t),
                b = plan_of(kb79, t);
     EXPECT_EQ(u.wg_wup, 1) << u.describe();
-    // (Float32 3-D: zeros along W where a group has more than 32 output channels; this one
-    // runs the W phase pairs.)
+    // (Float32 3-D: the W phase pairs, position-major for this one, channel-major for 64
+    // output channels, where the zeros ran before.)
     EXPECT_EQ(u3.wg_wup, 1) << u3.describe();
     EXPECT_TRUE(u3.wg && u3.wg_wpairs) << u3.describe();
     Problem wide3d = unet3d;
     wide3d.out_channels = 64;
     const Plan w3 = plan_of(wide3d, t);
-    EXPECT_EQ(w3.wg_wup, t == DType::kFloat32 ? 2 : 1) << w3.describe();
+    EXPECT_TRUE(w3.wg && w3.wg_wup == 1 && w3.wg_wpairs && w3.wg_nc == 0) << w3.describe();
     EXPECT_TRUE(a.wg && a.wg_wup == 5) << a.describe();
-    EXPECT_TRUE(b.wg && b.wg_wup == 2) << b.describe();
+    // (A W stride of 2 on channel-major tiles: the W phase pairs in place of the zeros.)
+    EXPECT_TRUE(b.wg && b.wg_wup == 1 && b.wg_wpairs && b.wg_nc == 0) << b.describe();
   }
+  // Strict float32 (split TF32, no pairs) keeps the zeros on kb79 where the wgmma kernel
+  // runs it.
+  ExecOptions strict;
+  strict.math = MathMode::kStrictFP32;
+  Problem p79 = kb79;
+  p79.dtype = DType::kFloat32;
+  const Plan s79 = convt::cuda::plan_implicit_gemm_fprop(p79.canonical3d(), strict);
+  EXPECT_TRUE(!s79.wg_wpairs && (!s79.wg || s79.wg_wup == 2)) << s79.describe();
 }
 
 // Stacked planes whose single plane would use little of the tile go to the TMA kernel where
@@ -939,7 +948,7 @@ TEST(CudaPlanner, DeepReductionsKeepTheirStackedTiles) {
 
 TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
   int taken = 0, declined = 0, upsampled = 0, sparse = 0, stack_declined = 0, few_steps = 0,
-      one_tap_layers = 0;
+      one_tap_layers = 0, paired_for_zeros = 0;
   for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& p, MathMode math,
                                                   const Plan& plan) {
     if (!plan.usable) return;
@@ -963,6 +972,16 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
     if (one_tap) {
       EXPECT_EQ(forced.wg_wup, 1);
       ++one_tap_layers;
+    }
+    // (With a W stride of 2 on channel-major tiles, where the reduction per phase is at most
+    // 256 and not in split TF32, the W phase pairs take the zeros' place, on the wgmma
+    // kernel as the zeros would be.)
+    if (p.stride[2] == 2 && !one_tap && memory_bound_with_w_zeros(p, balance) &&
+        forced.wg_wpairs && forced.wg_nc == 0) {
+      EXPECT_TRUE(plan.wg && plan.wg_wpairs && plan.wg_nc == 0 && plan.wg_wup == 1)
+          << plan.describe();
+      ++paired_for_zeros;
+      return;
     }
     if (p.stride[2] > 1 && memory_bound_with_w_zeros(p, balance) && forced.wg_wup > 1) {
       EXPECT_TRUE(plan.wg);
@@ -1056,6 +1075,7 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
   EXPECT_GT(taken, 50);
   EXPECT_GT(declined, 50);
   EXPECT_GT(upsampled, 20);
+  EXPECT_GT(paired_for_zeros, 3);
   EXPECT_GT(sparse, 5);
   EXPECT_GT(few_steps, 3);
   (void)stack_declined;  // (none among the fuzzed problems: CudaPlanner.SmallPlanesStackInATile)
