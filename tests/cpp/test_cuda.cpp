@@ -856,6 +856,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaStack,
 // for (the planner's, then 128 and 192: CONVT_WG_N caps it), expecting `what` in the
 // description of every precision but strict float32 (split TF32 runs its own tiles).
 void check_two_warpgroup_case(const Case& c, uint64_t seed, const char* what_text) {
+  // (The W phase pairs on channel-major tiles would take the stride-2 cases.)
+  const ScopedEnv no_pairs("CONVT_WG_CMPAIRS", "0");
   for (const char* n : {"", "128", "192"}) {
     SCOPED_TRACE(std::string("CONVT_WG_N=") + n);
     const ScopedEnv cap("CONVT_WG_N", n);
@@ -1013,6 +1015,9 @@ TEST_P(CudaWgmmaSplitK, MatchesFloat64Oracle) {
   if (!reason.empty()) GTEST_SKIP() << reason;
   static const std::vector<Case> all = split_k_cases();
   const Case& c = all[static_cast<size_t>(GetParam())];
+  // (The W phase pairs on channel-major tiles, which split K does not run, would take the
+  // stride-2 case.)
+  const ScopedEnv no_pairs("CONVT_WG_CMPAIRS", "0");
   for (const char* parts : {"3", "16", "1"}) {
     SCOPED_TRACE(std::string("CONVT_WG_SPLIT_K=") + parts);
     const ScopedEnv split("CONVT_WG_SPLIT_K", parts);
