@@ -34,9 +34,10 @@ def parse_setting(spec):
     return name, env
 
 
-def run(dtype, cases, reps, env, suite="kernelbench", gpu_time=False):
+def run(dtype, cases, reps, env, suite="kernelbench", gpu_time=False, channels_last=False):
     out = subprocess.run([sys.executable, str(HERE / "time_cases.py"), dtype, cases, "--reps", str(reps),
-                          "--suite", suite] + (["--gpu-time"] if gpu_time else []),
+                          "--suite", suite] + (["--gpu-time"] if gpu_time else []) +
+                         (["--channels-last"] if channels_last else []),
                          env={**os.environ, **env}, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"time_cases.py failed ({env}):\n{out.stderr[-3000:]}")
@@ -59,6 +60,9 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--gpu-time", action="store_true",
                     help="the GPU's time alone (time_cases.py --gpu-time): for small layers")
+    ap.add_argument("--channels-last", action="store_true",
+                    help="channels_last inputs (time_cases.py --channels-last); the outputs "
+                         "take PyTorch's memory format for them (channels_last where its do)")
     args = ap.parse_args()
     settings = [parse_setting(s) for s in args.settings]
     runs = {name: [] for name, _ in settings}
@@ -70,7 +74,7 @@ def main():
             for dtype in args.dtype.split(","):
                 times.update(run(dtype, args.cases or ALL_CASES if args.suite == "kernelbench"
                                  else args.cases or "all", args.reps, env, args.suite,
-                                 args.gpu_time))
+                                 args.gpu_time, args.channels_last))
             runs[name].append(times)
     keys = list(runs[settings[0][0]][0])
     header = "case dtype " + " ".join(f"{name}[{i}]" for name, _ in settings for i in range(args.rounds))

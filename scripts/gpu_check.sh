@@ -347,6 +347,11 @@ if has pairs-ab; then
   step pairs-one_tap python3 scripts/env_ab.py --suite scripts/suites/one_tap.json \
     --dtype fp32,bf16 --rounds 2 --gpu-time base= nopairs=CONVT_WG_WMERGE=0
   grep -E "geomean" "$OUT/pairs-one_tap.log" | tee -a "$SUMMARY"
+  # (Channels_last inputs, whose outputs are channels_last where PyTorch's are: the
+  # channel-major pairs store such outputs element by element.)
+  step pairs-one_tap-cl python3 scripts/env_ab.py --suite scripts/suites/one_tap.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time --channels-last base= nocm=CONVT_WG_CMPAIRS=0
+  grep -E "geomean" "$OUT/pairs-one_tap-cl.log" | tee -a "$SUMMARY"
 fi
 if has splitk-models; then
   # Split K forced on every plan of the model suites (S parts a tile, where it has that many
