@@ -1346,7 +1346,7 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
     // measured on an H100 (docs/kernels.md, GPU time, pairs against the phases' own tiles)
     // 1.04x-1.20x on five layers of kernel 2, stride 2 with 64 to 256 per phase (3-D U-Net
     // 64 -> 64 at 64^3 0.66 -> 0.55 ms in bfloat16, Mask R-CNN's mask head 0.176 -> 0.156 in
-    // float32), 0.7x-0.9x at 288 to 2048 per phase, where the tiles of two consumer
+    // float32), 0.6x-0.9x at 288 to 2048 per phase, where the tiles of two consumer
     // warpgroups sharing the box (or the TMA kernel) keep their MMAs fed better than tiles
     // of 128 positions a phase. CONVT_WG_CMPAIRS=0 turns them off, =1 takes them wherever
     // they can run.
