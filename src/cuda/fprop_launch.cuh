@@ -346,6 +346,7 @@ void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t sm
       }
     }
   }
+  wg::set_producer_tables(q);
   const int64_t blocks = std::min<int64_t>(q.tiles, int64_t(sms) * std::max(per_sm, 1));
   kernel<<<static_cast<unsigned>(blocks), threads, smem, stream>>>(map, q);
   check_cuda(cudaGetLastError(), "implicit-GEMM (wgmma) forward launch");

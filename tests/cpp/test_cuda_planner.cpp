@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "convt/convt.hpp"
+#include "convt/cuda/fast_divmod.hpp"
 #include "cuda/fprop_implicit_gemm.hpp"
 #include "test_util.hpp"
 
@@ -1667,6 +1669,42 @@ TEST(CudaPlanner, CopierWarpsReadOnlyContiguousSamplePlanes) {
   });
   EXPECT_GT(copied, 10);
   EXPECT_GT(copied16, 0);
+}
+
+// The wgmma kernel's producer decodes tile indices with FastDiv (multiply-high, add,
+// shift): it must equal integer division for every divisor and every index below 2^31.
+TEST(CudaPlanner, FastDivMatchesIntegerDivision) {
+  std::mt19937 rng(20261126);
+  std::uniform_int_distribution<int> any(0, INT_MAX);
+  std::vector<int> divisors;
+  for (int d = 1; d <= 4096; ++d) divisors.push_back(d);
+  for (int k = 12; k <= 30; ++k)
+    for (int e : {-1, 0, 1}) divisors.push_back((1 << k) + e);
+  divisors.push_back(INT_MAX);
+  for (int i = 0; i < 2000; ++i) divisors.push_back(std::max(1, any(rng)));
+  int64_t checked = 0;
+  for (const int d : divisors) {
+    const convt::cuda::FastDiv f(d);
+    std::vector<int> ns = {INT_MAX, INT_MAX - 1, INT_MAX - d + 1};
+    for (int n = 0; n <= 2 * d + 2 && n <= 4096; ++n) ns.push_back(n);
+    for (int i = 0; i < 64; ++i) {
+      const int64_t k = any(rng) / d;  // (a multiple of d and its neighbours, below 2^31)
+      for (int e : {-1, 0, 1}) {
+        const int64_t n = k * d + e;
+        if (n >= 0 && n <= INT_MAX) ns.push_back(int(n));
+      }
+      ns.push_back(any(rng));
+    }
+    for (const int n : ns) {
+      if (n < 0) continue;
+      int rem = -1;
+      const int q = f.divmod(n, rem);
+      ASSERT_EQ(q, n / d) << n << " / " << d;
+      ASSERT_EQ(rem, n % d) << n << " % " << d;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, int64_t(10000000));
 }
 
 }  // namespace

@@ -133,6 +133,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "convt/cuda/fast_divmod.hpp"
 #include "convt/cuda/implicit_gemm_fprop_tma_sm90.cuh"
 #include "convt/cuda/wgmma_ss_sm90.cuh"
 
@@ -277,6 +278,33 @@ struct EpiInfo {
 };
 static_assert(sizeof(EpiInfo) <= kInfoBytes, "info fits its slot");
 
+// The taps and the positions of every phase along one dimension (stride s, kernel k,
+// padding, dilation, out outputs), kept in the kernel's parameters for the producer's
+// lookups per tile; strides above kTapTable are computed per tile instead.
+constexpr int kTapTable = 8;
+struct PhaseTable {
+  PhaseTaps t[kTapTable];
+  int ext[kTapTable];
+  int s, pad, dil, k, out;
+  void init(int s_, int pad_, int dil_, int k_, int out_) {
+    s = s_;
+    pad = pad_;
+    dil = dil_;
+    k = k_;
+    out = out_;
+    for (int r = 0; r < kTapTable; ++r) {
+      t[r] = r < s ? phase_taps(r, s, pad, dil, k) : PhaseTaps{};
+      ext[r] = r < s && out > r ? (out - r + s - 1) / s : 0;
+    }
+  }
+  __device__ __forceinline__ PhaseTaps taps(int r) const {
+    return s <= kTapTable ? t[r] : phase_taps(r, s, pad, dil, k);
+  }
+  __device__ __forceinline__ int extent(int r) const {
+    return s <= kTapTable ? ext[r] : (out > r ? (out - r + s - 1) / s : 0);
+  }
+};
+
 struct Params {
   const void* wp;    // packed weight (pack_weight_wgmma_kernel)
   const void* bias;  // (C_out,) with stride b_str, or nullptr
@@ -374,7 +402,27 @@ struct Params {
   int splits;
   int* split_done;
   float* partials;
+  // Set at launch (set_producer_tables): the producer's divisors as FastDiv, and each
+  // dimension's phase taps and extents. (Decoding a tile with integer divisions and
+  // computing its phases' taps took the producer's one thread longer than the loads of
+  // a tile of a few K steps: kb72, kb75.)
+  FastDiv f_split, f_cot, f_ph, f_cs, f_rg, f_dt, f_nt, f_sw, f_sh;
+  PhaseTable tab[3];
 };
+
+// The producer's divisors and phase tables of a launch's final parameters.
+inline void set_producer_tables(Params& p) {
+  p.f_split = FastDiv(p.splits > 1 ? p.splits : 1);
+  p.f_cot = FastDiv(p.co_tiles);
+  p.f_ph = FastDiv(p.phases);
+  p.f_cs = FastDiv(p.col_segs);
+  p.f_rg = FastDiv(p.row_groups);
+  p.f_dt = FastDiv(p.d_tiles);
+  p.f_nt = FastDiv(p.n_tiles);
+  p.f_sw = FastDiv(p.stride[2]);
+  p.f_sh = FastDiv(p.stride[1]);
+  for (int d = 0; d < 3; ++d) p.tab[d].init(p.stride[d], p.pad[d], p.dil[d], p.k[d], p.out[d]);
+}
 
 // ---------------------------------------------------------------------------------------
 // Preparation kernels
@@ -813,6 +861,35 @@ __device__ __forceinline__ void store_two_positions(T* y, const float* staged, i
   }
 }
 
+// kCh channels of one output whose channels are innermost (out[i], channel i) from staged
+// values src[i * pitch] (zeros where `zero`) plus bias[i], 16 bytes per store where out is
+// aligned to them.
+template <typename T, int kCh>
+__device__ __forceinline__ void store_channels_packed(T* out, const float* src, int pitch,
+                                                      const float* bias, bool zero = false) {
+  constexpr int kPer = 16 / int(sizeof(T));  // elements per 16-byte store
+  static_assert(kCh % kPer == 0, "whole 16-byte stores");
+  if (reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+#pragma unroll
+    for (int s = 0; s < kCh / kPer; ++s) {
+      union {
+        uint4 u;
+        T v[kPer];
+      } pk;
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int i = s * kPer + j;
+        pk.v[j] = Elem<T>::from_float((zero ? 0.f : src[i * pitch]) + bias[i]);
+      }
+      *reinterpret_cast<uint4*>(out + s * kPer) = pk.u;
+    }
+  } else {
+#pragma unroll 4
+    for (int i = 0; i < kCh; ++i)
+      out[i] = Elem<T>::from_float((zero ? 0.f : src[i * pitch]) + bias[i]);
+  }
+}
+
 // An output whose channels are innermost (channel stride 1, e.g. channels_last): a lane
 // stores kCh channels of one staged position (staged[i * pitch + q]: channel m0 + i of
 // position q of the staging, output position nn of the tile) together, 16 bytes per store
@@ -822,30 +899,10 @@ __device__ __forceinline__ void store_channels_of_position(T* y, const float* st
                                                            int q, int nn, int m0,
                                                            const EpiInfo* info, int wbox,
                                                            int rows, int cols, bool zero) {
-  constexpr int kPer = 16 / int(sizeof(T));  // elements per 16-byte store
-  static_assert(kCh % kPer == 0, "whole 16-byte stores");
   const int r = nn / wbox, c = nn - r * wbox;
   if (r >= rows || c >= cols || info->base[r] == kNoRow) return;
-  T* out = y + (info->base[r] + c * info->col_step + info->co0 + m0);
-  if (reinterpret_cast<uintptr_t>(out) % 16 == 0) {
-#pragma unroll
-    for (int s = 0; s < kCh / kPer; ++s) {
-      union {
-        uint4 u;
-        T e[kPer];
-      } pk;
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        const int i = s * kPer + j;
-        pk.e[j] = Elem<T>::from_float((zero ? 0.f : staged[i * pitch + q]) + info->bias[m0 + i]);
-      }
-      *reinterpret_cast<uint4*>(out + s * kPer) = pk.u;
-    }
-  } else {
-#pragma unroll 4
-    for (int i = 0; i < kCh; ++i)
-      out[i] = Elem<T>::from_float((zero ? 0.f : staged[i * pitch + q]) + info->bias[m0 + i]);
-  }
+  store_channels_packed<T, kCh>(y + (info->base[r] + c * info->col_step + info->co0 + m0),
+                                staged + q, pitch, info->bias + m0, zero);
 }
 
 // Channel-major tiles whose output has its channels innermost: each lane stores the warp's
@@ -1071,6 +1128,22 @@ __device__ __forceinline__ void pair_epilogue_cm(float (&acc)[1][N / 2], float (
       }
     }
     __syncwarp();
+    if (ys1 == 1 && mcount == 16) {
+      // (Channels innermost, e.g. channels_last: lane l stores staged outputs l and l + 32
+      // of the pass, each its warp's 16 channels together, 16 bytes per store where
+      // aligned, in place of 16 stores of one element, channels' outputs far apart.)
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const int o = lane + 32 * k, e = o & 1;
+        const int mo = 32 * pass + (o >> 1);
+        const int ro = mo / wbox, co = mo - ro * wbox;
+        if (ro >= rows || co >= (e == 0 ? cols0 : cols1)) continue;
+        store_channels_packed<T, 16>(yc + (info->base[ro] + int64_t(2 * co + e) * cstep),
+                                     stg + o, kEpiPitch, bias);
+      }
+      __syncwarp();
+      continue;
+    }
     const int m = 32 * pass + lane;
     const int r = m / wbox, c = m - r * wbox;
     const bool v0 = r < rows && c < cols0, v1 = r < rows && c < cols1;
@@ -1133,7 +1206,6 @@ __device__ __forceinline__ void pair_epilogue(float (&acc)[N / 64][NC / 2],
       // (Channels innermost: each of a position's two outputs stores its 8 channels
       // together, 16 bytes per store where aligned. A loop of its own, so that the one
       // below, the NC... outputs', is compiled as before.)
-      constexpr int kPer = 16 / int(sizeof(T));
 #pragma unroll 1
       for (int ql = lane; ql < 16 * kMB; ql += 32) {
         const int m = 64 * (ql / 16) + 16 * warp + ql % 16;
@@ -1141,26 +1213,9 @@ __device__ __forceinline__ void pair_epilogue(float (&acc)[N / 64][NC / 2],
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           if (r >= rows || c >= (e == 0 ? cols0 : cols1)) continue;
-          T* out = y + (info->base[r] + (2 * c + e) * cstep + int64_t(info->co0 + c8));
-          if (reinterpret_cast<uintptr_t>(out) % 16 == 0) {
-#pragma unroll
-            for (int s = 0; s < 8 / kPer; ++s) {
-              union {
-                uint4 u;
-                T v[kPer];
-              } pk;
-#pragma unroll
-              for (int j = 0; j < kPer; ++j) {
-                const int i = s * kPer + j;
-                pk.v[j] = Elem<T>::from_float(stg[i * kP2 + 2 * ql + e] + info->bias[c8 + i]);
-              }
-              *reinterpret_cast<uint4*>(out + s * kPer) = pk.u;
-            }
-          } else {
-#pragma unroll
-            for (int i = 0; i < 8; ++i)
-              out[i] = Elem<T>::from_float(stg[i * kP2 + 2 * ql + e] + info->bias[c8 + i]);
-          }
+          store_channels_packed<T, 8>(
+              y + (info->base[r] + (2 * c + e) * cstep + int64_t(info->co0 + c8)),
+              stg + 2 * ql + e, kP2, info->bias + c8);
         }
       }
       __syncwarp();
@@ -1763,10 +1818,11 @@ __global__ void __launch_bounds__(block_threads(kXp,
     // (an atomic's round trip is long). A phase's taps are recomputed only when the phase
     // changes.
     int next = int(blockIdx.x);
-    int last_ph = -1;
     int xs = 0;  // kXp: the next raw slot and its parity
     uint32_t xpar = 0;
-    PhaseTaps td{}, th{}, tw{};
+    // (Per tile this one thread decodes the tile's indices and looks up its phases' taps:
+    // Params::f_*, Params::tab.)
+    const int nsplit = p.splits > 1 ? p.splits : 1;
     // (Params::fused: the chunks of positions last found copied, as ranges of (n G + g) and
     // of chunks.)
     int64_t ok_ng0 = -1, ok_ng1 = -2, ok_c0 = 0, ok_c1 = -1;
@@ -1775,29 +1831,32 @@ __global__ void __launch_bounds__(block_threads(kXp,
       if (t >= p.tiles) break;
       next = int(gridDim.x) + atomicAdd(p.counter, 1);
       // (Split K: work item t is part t % splits of tile t / splits.)
-      const int nsplit = p.splits > 1 ? p.splits : 1;
-      const int part = t % nsplit;
-      const int tile = t / nsplit;
-      int r = tile;
-      const int cot = r % p.co_tiles; r /= p.co_tiles;
-      const int ph = r % p.phases; r /= p.phases;
-      const int cs = r % p.col_segs; r /= p.col_segs;
-      const int rg = r % p.row_groups; r /= p.row_groups;
+      int part = 0;
+      const int tile = p.f_split.divmod(t, part);
+      int r = tile, cot, ph, cs, rg, qd, n;
+      r = p.f_cot.divmod(r, cot);
+      r = p.f_ph.divmod(r, ph);
+      r = p.f_cs.divmod(r, cs);
+      r = p.f_rg.divmod(r, rg);
       // (Stacked planes: the tile's first sample or D position of its group.)
-      const int qd = (r % p.d_tiles) * (p.stack_n ? 1 : p.stack); r /= p.d_tiles;
-      const int n = (r % p.n_tiles) * (p.stack_n ? p.stack : 1);
-      const int g = r / p.n_tiles;
+      r = p.f_dt.divmod(r, qd);
+      qd *= p.stack_n ? 1 : p.stack;
+      const int g = p.f_nt.divmod(r, n);
+      n *= p.stack_n ? p.stack : 1;
       // (W phases merged: ph counts the D and H phases, and the tile runs every W phase of
       // its segment in turn; else ph counts every phase and the tile runs one. phf: the
       // phase's index among all of them, as the packed weight counts them.)
       const int sw = p.stride[2];
       const int nw = p.wm ? sw : 1;
-      const int rw0 = p.wm ? 0 : ph % sw;
-      const int phdh = p.wm ? ph : ph / sw;
-      const int rh = phdh % p.stride[1], rd = phdh / p.stride[1];
+      int rw0 = 0, phdh = ph;
+      if (!p.wm) phdh = p.f_sw.divmod(ph, rw0);
+      int rh;
+      const int rd = p.f_sh.divmod(phdh, rh);
       const int qh0 = rg * p.rows, qw0 = cs * p.wv;
-      if (qd >= phase_extent(p.out[0], p.stride[0], rd)) continue;
-      const int rows = min(p.rows, phase_extent(p.out[1], p.stride[1], rh) - qh0);
+      const PhaseTaps td = p.tab[0].taps(rd), th = p.tab[1].taps(rh);
+      const int ext_d = p.tab[0].extent(rd);
+      if (qd >= ext_d) continue;
+      const int rows = min(p.rows, p.tab[1].extent(rh) - qh0);
       // (W phases merged: the tile's outputs are wm_wo whole columns from qw0 * s on.)
       const int ocols = p.wm ? min(p.wm_wo, p.out[2] - qw0 * sw) : 1;
       if (rows <= 0 || ocols <= 0) continue;
@@ -1806,16 +1865,11 @@ __global__ void __launch_bounds__(block_threads(kXp,
         // (W taps scattered: the tile's outputs are sc_wo whole columns from qw0 * sc_s on.)
         const int ow0 = p.sc ? qw0 * p.sc_s : qw0 * sw + rw;
         const int cols = p.sc ? min(p.sc_wo, p.out[2] - ow0)
-                              : min(p.wv, phase_extent(p.out[2], sw, rw) - qw0);
+                              : min(p.wv, p.tab[2].extent(rw) - qw0);
         // (Merged, a W phase without outputs in the segment still takes its step: the last
         // one stores the rows.)
         if (!p.wm && cols <= 0) continue;
-        if (phf != last_ph) {
-          td = phase_taps(rd, p.stride[0], p.pad[0], p.dil[0], p.k[0]);
-          th = phase_taps(rh, p.stride[1], p.pad[1], p.dil[1], p.k[1]);
-          tw = phase_taps(rw, p.stride[2], p.pad[2], p.dil[2], p.k[2]);
-          last_ph = phf;
-        }
+        const PhaseTaps tw = p.tab[2].taps(rw);
         const bool mma = cols > 0 && td.count > 0 && th.count > 0 && tw.count > 0;
         const int hblocks = mma ? (th.count + p.hb - 1) / p.hb : 0;
         const int all_steps = mma ? td.count * hblocks * p.cblocks : 1;
@@ -1823,9 +1877,11 @@ __global__ void __launch_bounds__(block_threads(kXp,
         // 1; a tile without MMAs is part 0's alone.)
         const int parts = mma ? min(nsplit, all_steps) : 1;
         if (part >= parts) continue;
-        const int s0 = int(int64_t(all_steps) * part / parts);
-        const int s1 = int(int64_t(all_steps) * (part + 1) / parts);
-        const int steps = s1 - s0;
+        int s0 = 0, steps = all_steps;
+        if (parts > 1) {
+          s0 = int(int64_t(all_steps) * part / parts);
+          steps = int(int64_t(all_steps) * (part + 1) / parts) - s0;
+        }
         // (CG = 2: the packed weight's 64-channel tiles 2 cot and 2 cot + 1; sharing them
         // (coop_n), tile cot.)
         const int cgw = CG == 2 && p.coop_n ? 1 : CG;
@@ -1833,16 +1889,19 @@ __global__ void __launch_bounds__(block_threads(kXp,
                                p.tmax[0] * p.cblocks;
         const int ngc0 = (n * p.groups + g) * p.cblocks;
         // (The K step s = (jd hblocks + hbi) cblocks + cb, from s0 on.)
-        int cb = mma ? s0 % p.cblocks : 0;
-        int hbi = mma ? (s0 / p.cblocks) % hblocks : 0;
-        int jd = mma ? s0 / (p.cblocks * hblocks) : 0;
+        int cb = 0, hbi = 0, jd = 0;
+        if (mma && s0 > 0) {
+          cb = s0 % p.cblocks;
+          hbi = (s0 / p.cblocks) % hblocks;
+          jd = s0 / (p.cblocks * hblocks);
+        }
         if (kCopier && p.fused && mma) {
           // The input rows the tile's outputs read (samples n .. n_last, D positions d0 ..
           // d1, rows h0 .. h1 of group g), as the chunks of positions that hold them, unless
           // the last ones found copied hold them: wait until every channel block of each is.
           const int planes =
               p.stack > 1 ? (p.stack_n ? min(p.stack, p.batch - n)
-                                       : min(p.stack, phase_extent(p.out[0], p.stride[0], rd) - qd))
+                                       : min(p.stack, ext_d - qd))
                           : 1;
           const int n_last = n + (p.stack_n ? planes - 1 : 0);
           const int d0 = max(qd + td.off0 - (td.count - 1) * td.doff, 0);
@@ -1899,7 +1958,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
               // hbox on, its output rows first; the planes past the batch or the phase's D
               // positions hold none.
               const int planes = p.stack_n ? min(p.stack, p.batch - n)
-                                           : min(p.stack, phase_extent(p.out[0], p.stride[0], rd) - qd);
+                                           : min(p.stack, ext_d - qd);
               const int64_t pstep = p.stack_n ? p.y_str[0] : int64_t(p.stride[0]) * p.y_str[2];
               hd->rows = (planes - 1) * p.hbox + rows;
               for (int i = 0; i < hd->rows; ++i) {
