@@ -852,6 +852,37 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaStack,
                          ::testing::Range(0, static_cast<int>(stack_cases().size())),
                          indexed_case_name);
 
+// Strides above the producer's phase tables (wg::kTapTable = 8 phases a dimension), whose
+// taps and extents the producer computes per tile instead: along H (9), along D (10, with H
+// stride 2), and along W (10 and 12, samples stacked in a tile), every precision.
+std::vector<Case> large_stride_cases() {
+  std::vector<Case> v;
+  auto add = [&](Problem p) { v.push_back({p, Layout::kContiguous}); };
+  add(make_problem(2, 3, 40, 48, 1, {6, 20, 1}, {9, 3, 1}, {9, 1, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(3, 2, 32, 64, 1, {3, 5, 12}, {12, 3, 3}, {10, 2, 1}, {1, 1, 1}, {0, 1, 0},
+                   {1, 1, 1}, false));
+  add(make_problem(1, 4, 64, 32, 1, {30, 1, 1}, {12, 1, 1}, {12, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 32, 64, 1, {5, 9, 1}, {3, 20, 1}, {1, 10, 1}, {1, 5, 0}, {0, 3, 0},
+                   {1, 1, 1}, true));
+  return v;
+}
+
+class CudaWgmmaLargeStrides : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaLargeStrides, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  static const std::vector<Case> all = large_stride_cases();
+  check_wgmma_case(all[static_cast<size_t>(GetParam())], 7919u * uint64_t(GetParam()) + 3,
+                   expect_wgmma_kernel);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaLargeStrides,
+                         ::testing::Range(0, static_cast<int>(large_stride_cases().size())),
+                         indexed_case_name);
+
 // Runs case c as check_wgmma_case does with each tile N the two-warpgroup kernels are built
 // for (the planner's, then 128 and 192: CONVT_WG_N caps it), expecting `what` in the
 // description of every precision but strict float32 (split TF32 runs its own tiles).
