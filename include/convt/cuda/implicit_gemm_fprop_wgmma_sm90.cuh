@@ -741,12 +741,6 @@ __device__ __forceinline__ uint64_t desc_x(uint32_t addr, int row_bytes) {
          (uint64_t((8 * row_bytes) >> 4) << 32) | (mode << 62);
 }
 
-// A shared-memory descriptor moved on by `units` 16-byte units: an add to its start address
-// field alone (bits 0-13; the addresses stay below 2^18 bytes, so nothing carries out of it).
-__device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t units) {
-  return (d & 0xffffffff00000000ull) | uint64_t(uint32_t(d) + units);
-}
-
 // Positions of phase r along a dimension of `out` outputs with stride s.
 __device__ __forceinline__ int phase_extent(int out, int s, int r) {
   return out > r ? (out - r + s - 1) / s : 0;
@@ -791,18 +785,18 @@ __device__ __forceinline__ void mma_step(float (&acc)[MB][NA / 2], uint64_t dw, 
   if constexpr (kPos) {
 #pragma unroll
     for (int i = 0; i < MB; ++i) {
-      const uint64_t xi = desc_add(dx, uint32_t(i * mstep));
+      const uint64_t xi = dx + uint64_t(i) * mstep;
       WgmmaSS<T, NA>::run(acc[i], xi, dw, accumulate);
       if constexpr (kSplit) {
-        WgmmaSS<T, NA>::run(acc[i], desc_add(xi, uint32_t(dxs)), dw, 1);
-        WgmmaSS<T, NA>::run(acc[i], xi, desc_add(dw, uint32_t(dws)), 1);
+        WgmmaSS<T, NA>::run(acc[i], xi + dxs, dw, 1);
+        WgmmaSS<T, NA>::run(acc[i], xi, dw + dws, 1);
       }
     }
   } else {
     WgmmaSS<T, NA>::run(acc[0], dw, dx, accumulate);
     if constexpr (kSplit) {
-      WgmmaSS<T, NA>::run(acc[0], dw, desc_add(dx, uint32_t(dxs)), 1);
-      WgmmaSS<T, NA>::run(acc[0], desc_add(dw, uint32_t(dws)), dx, 1);
+      WgmmaSS<T, NA>::run(acc[0], dw, dx + dxs, 1);
+      WgmmaSS<T, NA>::run(acc[0], dw + dws, dx, 1);
     }
   }
 }
@@ -2187,31 +2181,21 @@ __global__ void __launch_bounds__(block_threads(kXp,
           // fence all the same, and wait_group 1 at the step's end then waited for every
           // batch of the step: the tensor pipe drained at each K step.)
           const int count = hcnt * cw * ksteps;
-          // Both descriptors are linear in their start address (bits 0-13, the address in
-          // 16-byte units, which stays below 2^14 in shared memory): each step's are the
-          // stage's first plus an offset, kept by adds. The box offset of step (H tap i, W
-          // tap jw, MMA K step ks) is ((hcnt - 1 - i) shift_h + (cw - 1 - jw) doff_w) rows
-          // plus 32 ks bytes; going on to the next W tap moves it back by doff_w rows, to the
-          // next H tap by shift_h rows less the cw W taps'.
-          const int rb16 = row_bytes >> 4;
-          const int jw_back = -(doff_w * rb16 + 2 * ksteps);
-          const int i_back = (cw * doff_w - shift_h) * rb16;
-          const uint64_t dw0 = wgmma_desc(wts), dx0 = desc_x(xbox, row_bytes);
-          int xo = ((hcnt - 1) * shift_h + (cw - 1) * doff_w) * rb16;
-          int jw = 0, ks = 0;
+          int i = 0, jw = 0, ks = 0;
+          uint32_t wt = wts;
           for (int it = 0; it < count; it += kBatch) {
             uint64_t da[kBatch], db[kBatch];
 #pragma unroll
             for (int u = 0; u < kBatch; ++u) {
-              da[u] = desc_add(dw0, uint32_t((it + u) * kCw * 2));
-              db[u] = desc_add(dx0, uint32_t(xo));
-              xo += 2;
+              const uint32_t shift = uint32_t((hcnt - 1 - i) * shift_h + (cw - 1 - jw) * doff_w);
+              da[u] = wgmma_desc(wt);
+              db[u] = desc_x(xbox + shift * row_bytes + 32 * ks, row_bytes);
+              wt += kCw * 32;
               if (++ks == ksteps) {
                 ks = 0;
-                xo += jw_back;
                 if (++jw == cw) {
                   jw = 0;
-                  xo += i_back;
+                  ++i;
                 }
               }
             }
