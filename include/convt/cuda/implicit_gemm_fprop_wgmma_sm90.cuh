@@ -741,6 +741,13 @@ __device__ __forceinline__ uint64_t desc_x(uint32_t addr, int row_bytes) {
          (uint64_t((8 * row_bytes) >> 4) << 32) | (mode << 62);
 }
 
+// A shared-memory descriptor moved on by `units` 16-byte units: an add to its start address
+// field alone (bits 0-13; shared-memory addresses stay below 2^18 bytes, so nothing carries
+// out of it).
+__device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t units) {
+  return (d & 0xffffffff00000000ull) | uint64_t(uint32_t(d) + units);
+}
+
 // Positions of phase r along a dimension of `out` outputs with stride s.
 __device__ __forceinline__ int phase_extent(int out, int s, int r) {
   return out > r ? (out - r + s - 1) / s : 0;
@@ -2181,21 +2188,50 @@ __global__ void __launch_bounds__(block_threads(kXp,
           // fence all the same, and wait_group 1 at the step's end then waited for every
           // batch of the step: the tensor pipe drained at each K step.)
           const int count = hcnt * cw * ksteps;
+          // Position-major tiles without folded taps (narrow MMAs, many a K step: the
+          // descriptors' arithmetic is a large part of the step) keep each step's
+          // descriptors as the stage's first plus an offset, by 32-bit adds (desc_add): the
+          // box offset of step (H tap i, W tap jw, MMA K step ks), ((hcnt - 1 - i) shift_h +
+          // (cw - 1 - jw) doff_w) rows plus 32 ks bytes, moves back doff_w rows per W tap and
+          // shift_h rows less the W taps' per H tap. Elsewhere each step's are built from the
+          // addresses: in the folded and channel-major W pair kernels the added form made
+          // ptxas inject wgmma fences (C7519) at twice the sites (docs/kernels.md).
+          constexpr bool kIncr = kPos && FOLD == 1;
+          const int rb16 = row_bytes >> 4;
+          const int jw_back = -(doff_w * rb16 + 2 * ksteps);
+          const int i_back = (cw * doff_w - shift_h) * rb16;
+          const uint64_t dw0 = wgmma_desc(wts), dx0 = desc_x(xbox, row_bytes);
+          int xo = ((hcnt - 1) * shift_h + (cw - 1) * doff_w) * rb16;
           int i = 0, jw = 0, ks = 0;
           uint32_t wt = wts;
           for (int it = 0; it < count; it += kBatch) {
             uint64_t da[kBatch], db[kBatch];
 #pragma unroll
             for (int u = 0; u < kBatch; ++u) {
-              const uint32_t shift = uint32_t((hcnt - 1 - i) * shift_h + (cw - 1 - jw) * doff_w);
-              da[u] = wgmma_desc(wt);
-              db[u] = desc_x(xbox + shift * row_bytes + 32 * ks, row_bytes);
-              wt += kCw * 32;
-              if (++ks == ksteps) {
-                ks = 0;
-                if (++jw == cw) {
-                  jw = 0;
-                  ++i;
+              if constexpr (kIncr) {
+                da[u] = desc_add(dw0, uint32_t((it + u) * kCw * 2));
+                db[u] = desc_add(dx0, uint32_t(xo));
+                xo += 2;
+                if (++ks == ksteps) {
+                  ks = 0;
+                  xo += jw_back;
+                  if (++jw == cw) {
+                    jw = 0;
+                    xo += i_back;
+                  }
+                }
+              } else {
+                const uint32_t shift =
+                    uint32_t((hcnt - 1 - i) * shift_h + (cw - 1 - jw) * doff_w);
+                da[u] = wgmma_desc(wt);
+                db[u] = desc_x(xbox + shift * row_bytes + 32 * ks, row_bytes);
+                wt += kCw * 32;
+                if (++ks == ksteps) {
+                  ks = 0;
+                  if (++jw == cw) {
+                    jw = 0;
+                    ++i;
+                  }
                 }
               }
             }
