@@ -279,8 +279,9 @@ struct EpiInfo {
 static_assert(sizeof(EpiInfo) <= kInfoBytes, "info fits its slot");
 
 // The taps and the positions of every phase along one dimension (stride s, kernel k,
-// padding, dilation, out outputs), kept in the kernel's parameters for the producer's
-// lookups per tile; strides above kTapTable are computed per tile instead.
+// padding, dilation, out outputs; phase r has ceil((out - r) / s) positions), kept in the
+// kernel's parameters for the producer's lookups per tile; strides above kTapTable are
+// computed per tile instead.
 constexpr int kTapTable = 8;
 struct PhaseTable {
   PhaseTaps t[kTapTable];
@@ -746,11 +747,6 @@ __device__ __forceinline__ uint64_t desc_x(uint32_t addr, int row_bytes) {
 // out of it).
 __device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t units) {
   return (d & 0xffffffff00000000ull) | uint64_t(uint32_t(d) + units);
-}
-
-// Positions of phase r along a dimension of `out` outputs with stride s.
-__device__ __forceinline__ int phase_extent(int out, int s, int r) {
-  return out > r ? (out - r + s - 1) / s : 0;
 }
 
 // The consumer warpgroup's barrier (one per warpgroup: barrier 1 + its index).
@@ -1822,8 +1818,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
     const int tmax_hw = p.tmax[1] * (kFold ? 1 : p.tmax[2]);
     // A block's first tile is its index (no atomic's round trip before its first loads);
     // the later ones, gridDim.x on, come from the counter, each asked for one tile ahead
-    // (an atomic's round trip is long). A phase's taps are recomputed only when the phase
-    // changes.
+    // (an atomic's round trip is long).
     int next = int(blockIdx.x);
     int xs = 0;  // kXp: the next raw slot and its parity
     uint32_t xpar = 0;
