@@ -30,6 +30,7 @@
 #   bash scripts/gpu_check.sh install small-ab   # the models suite's layers under the planner's knobs
 #   bash scripts/gpu_check.sh install splitk-models   # split K forced (2, 4) on the model suites
 #   bash scripts/gpu_check.sh install pairs-ab   # W phase pairs (channel-major, float32 one-tap) on and off
+#   bash scripts/gpu_check.sh install gmerge-ab   # groups merged (CONVT_WG_GMERGE) against the default and none
 #   bash scripts/gpu_check.sh install dispatch-ab   # the dispatch against each kernel forced
 #   bash scripts/gpu_check.sh install rules-ab   # the planner's rules of 274d21e-0d26e69 against what each replaced
 #   bash scripts/gpu_check.sh build install splitk   # split K: its tests, then the few-tile layers with and without
@@ -338,6 +339,20 @@ if has kstep-ab; then
   step kstep-ab-models python3 scripts/env_ab.py --suite models --dtype fp32,bf16 --rounds 2 \
     --gpu-time base= bk16=CONVT_WG_BK=16
   grep -E "geomean" "$OUT"/kstep-ab-*.log | tee -a "$SUMMARY"
+fi
+if has gmerge-ab; then
+  # Groups merged (CONVT_WG_GMERGE: 0 none, m that many wherever m divides the groups)
+  # against the default rule, GPU time, one build: KernelBench's grouped layers and the
+  # narrow groups of scripts/suites/groups.json, the describe line of each.
+  step gmerge-kb python3 scripts/env_ab.py --cases kb72,kb75 --dtype fp32,bf16 --rounds 2 \
+    --gpu-time base= off=CONVT_WG_GMERGE=0 m2=CONVT_WG_GMERGE=2 m4=CONVT_WG_GMERGE=4
+  grep -E "geomean" "$OUT/gmerge-kb.log" | tee -a "$SUMMARY"
+  step gmerge-groups python3 scripts/env_ab.py --suite scripts/suites/groups.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time base= off=CONVT_WG_GMERGE=0 \
+    m2=CONVT_WG_GMERGE=2 m4=CONVT_WG_GMERGE=4
+  grep -E "geomean" "$OUT/gmerge-groups.log" | tee -a "$SUMMARY"
+  step gmerge-describe python3 scripts/time_cases.py bf16 all --suite scripts/suites/groups.json \
+    --reps 3 --describe
 fi
 if has pairs-ab; then
   # The W phase pairs against the dispatch without them (GPU time, one build): on channel-major

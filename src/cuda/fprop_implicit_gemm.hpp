@@ -145,11 +145,21 @@ struct ImplicitGemmFpropPlan {
   // stores the tile. 1: not split.
   int wg_splits = 1;
   std::size_t wg_split_done_offset = 0, wg_partials_offset = 0;
+  // Groups merged (wg_gmerge consecutive groups run as one, 1: not merged): the kernel runs
+  // the problem with groups / wg_gmerge groups (wgmma_problem), whose weight is packed
+  // block-diagonal (zero where an input and an output channel fall in different original
+  // groups), so that narrow groups make fewer, deeper tiles. A zero weight times an
+  // infinite or NaN input would be NaN where the grouped convolution keeps the other groups
+  // finite: the input copy (which such plans always take) flags non-finite inputs, and the
+  // direct kernel recomputes the output where it did (wgmma_nonfinite_flag). The other
+  // kernels' fields (TMA, gather) stay those of the problem as given.
+  int wg_gmerge = 1;
   std::string describe() const;
 };
 
-// The problem the wgmma kernel of `plan` runs for p: p itself, or with zeros inserted
-// along W (plan.wg_wup > 1) the same convolution over the upsampled input, W stride 1.
+// The problem the wgmma kernel of `plan` runs for p: p itself, with groups merged
+// (plan.wg_gmerge > 1) fewer groups over the same tensors, and with zeros inserted along W
+// (plan.wg_wup > 1) the same convolution over the upsampled input, W stride 1.
 Problem wgmma_problem(const ImplicitGemmFpropPlan& plan, const Problem& p);
 
 // The TMA kernel's pipeline stages for a tile (bn channels x bk input channels), box row and

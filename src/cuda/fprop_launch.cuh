@@ -504,8 +504,9 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   int* counter = reinterpret_cast<int*>(ws + plan.wg_counter_offset);
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
 
-  // The tile counter, (split TF32) the non-finite flag and the copier warps' unit counter,
-  // zero before the kernels (the chunks' counts too, further below, where they copy).
+  // The tile counter, (split TF32, groups merged) the non-finite flag and the copier warps'
+  // unit counter, zero before the kernels (the chunks' counts too, further below, where they
+  // copy).
   check_cuda(cudaMemsetAsync(counter, 0, 4 * sizeof(int), opt.stream), "cudaMemsetAsync");
   wg::PackParams pk = wgmma_pack_params(plan, p, kSplit);
   pk.w = w.data;
@@ -596,6 +597,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
       tp.x_str[3] = 0;  // (unused: one row)
     }
     tp.split = kSplit ? 1 : 0;
+    tp.flag_nonfinite = kSplit || plan.wg_gmerge > 1 ? 1 : 0;
     tp.nonfinite = counter + 1;
     tp.small_off = int64_t(tp.batch) * tp.groups * tp.cblocks * (tp.bk / wg::Kc<T>::value) *
                    tp.in[0] * tp.in[1] * tp.wout;

@@ -883,6 +883,144 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaLargeStrides,
                          ::testing::Range(0, static_cast<int>(large_stride_cases().size())),
                          indexed_case_name);
 
+// y against the float64 oracle y64 where both hold infinities and NaN: an output the oracle
+// makes NaN is NaN, one it makes +-inf is that infinity, and every other output is finite
+// and within budget x the largest finite oracle output. The oracle must hold at least one
+// infinity and one NaN (else the case would test nothing of them).
+void expect_non_finite_like_oracle(const HostTensor& y64, const HostTensor& y, double budget) {
+  double max_ref = 0;
+  int64_t infs = 0, nans = 0;
+  for (int64_t i = 0; i < y64.numel(); ++i) {
+    const double o = y64.get(i);
+    if (std::isfinite(o)) max_ref = std::max(max_ref, std::fabs(o));
+    infs += std::isinf(o) ? 1 : 0;
+    nans += std::isnan(o) ? 1 : 0;
+  }
+  ASSERT_GT(infs, 0);
+  ASSERT_GT(nans, 0);
+  for (int64_t i = 0; i < y64.numel(); ++i) {
+    const double o = y64.get(i), v = y.get(i);
+    if (std::isnan(o)) {
+      ASSERT_TRUE(std::isnan(v)) << "output " << i << ": " << v << ", oracle NaN";
+    } else if (std::isinf(o)) {
+      ASSERT_EQ(v, o) << "output " << i;
+    } else {
+      ASSERT_TRUE(std::isfinite(v)) << "output " << i << ": " << v << ", oracle " << o;
+      ASSERT_LE(std::fabs(v - o), budget * max_ref) << "output " << i;
+    }
+  }
+}
+
+// Groups merged (ImplicitGemmFpropPlan::wg_gmerge, CONVT_WG_GMERGE=m): m consecutive groups
+// run as one with a block-diagonal weight. Position-major merged tiles (8 -> 8 groups by 2
+// and 4, 3-D with strides and output padding like kb72), channel-major ones (8 -> 16 by 4,
+// 64 channels), zeros inserted along W with them (W stride 3, dilation, like kb75), a 1-D
+// layer of six groups of 8 -> 4 by 3 and 6, bias, a channels_last and a permuted input
+// (which such plans copy), every precision against the float64 oracle.
+struct MergeCase {
+  Case c;
+  const char* m;
+};
+
+std::vector<MergeCase> group_merge_cases() {
+  std::vector<MergeCase> v;
+  auto add = [&](const char* m, Problem p, Layout layout = Layout::kContiguous) {
+    v.push_back({{p, layout}, m});
+  };
+  const Problem two_d = make_problem(2, 2, 32, 32, 4, {12, 20, 1}, {3, 3, 1}, {1, 1, 1},
+                                     {1, 1, 0}, {0, 0, 0}, {1, 1, 1}, true);
+  add("2", two_d);
+  add("4", two_d);
+  add("4", two_d, Layout::kChannelsLast);
+  add("2", make_problem(3, 2, 32, 32, 4, {3, 6, 10}, {3, 5, 7}, {2, 2, 2}, {1, 2, 3}, {1, 1, 1},
+                        {1, 1, 1}, false));
+  add("4", make_problem(3, 2, 32, 32, 4, {3, 6, 10}, {3, 5, 7}, {2, 2, 2}, {1, 2, 3}, {1, 1, 1},
+                        {1, 1, 1}, true),
+      Layout::kPermuted);
+  const Problem kb75 = make_problem(2, 2, 32, 64, 4, {9, 14, 1}, {3, 5, 1}, {2, 3, 1},
+                                    {1, 2, 0}, {0, 0, 0}, {2, 1, 1}, false);
+  add("2", kb75);
+  add("4", kb75);
+  const Problem six = make_problem(1, 3, 48, 24, 6, {50, 1, 1}, {5, 1, 1}, {1, 1, 1},
+                                   {2, 0, 0}, {0, 0, 0}, {1, 1, 1}, true);
+  add("3", six);
+  add("6", six);
+  return v;
+}
+
+class CudaWgmmaGroupMerge : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaGroupMerge, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  static const std::vector<MergeCase> all = group_merge_cases();
+  const MergeCase& mc = all[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(std::string("CONVT_WG_GMERGE=") + mc.m);
+  const ScopedEnv env("CONVT_WG_GMERGE", mc.m);
+  const std::string merged = std::string("groups merged ") + mc.m + " at a time";
+  check_wgmma_case(mc.c, 104729u * uint64_t(GetParam()) + 11,
+                   [&](const Precision& precision, bool split, const std::string& what) {
+                     expect_wgmma_kernel(precision, split, what);
+                     EXPECT_NE(what.find(merged), std::string::npos)
+                         << precision.name << ": " << what;
+                   });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaGroupMerge,
+                         ::testing::Range(0, static_cast<int>(group_merge_cases().size())),
+                         indexed_case_name);
+
+// With groups merged, an infinite or NaN input must not reach the other groups of its
+// merged group through their zero weights (inf * 0 = NaN): the input copy flags it and the
+// direct kernel recomputes the output. Infinities and a NaN in groups 1 and 2 of four, an
+// infinite weight in group 3: every output is what the float64 oracle gives (group 0 all
+// finite), and without non-finite values the merged plan's output stands (no recompute:
+// the flag stays clear).
+TEST(CudaWgmmaGroupMerge, NonFiniteInputsStayInTheirGroups) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const Problem base = make_problem(2, 2, 32, 32, 4, {6, 16, 1}, {3, 3, 1}, {1, 2, 1},
+                                    {1, 1, 0}, {0, 1, 0}, {1, 1, 1}, true);
+  const double inf = std::numeric_limits<double>::infinity();
+  uint64_t seed = 4242;
+  for (const char* m : {"2", "4"}) {
+    const ScopedEnv env("CONVT_WG_GMERGE", m);
+    for (const Precision& precision : kPrecisions) {
+      if (precision.dtype == DType::kFloat64) continue;
+      Problem p = base;
+      p.dtype = precision.dtype;
+      SCOPED_TRACE(std::string(precision.name) + ", CONVT_WG_GMERGE=" + m);
+      std::mt19937_64 rng(++seed);
+      CaseTensors t(p, Layout::kContiguous, p.dtype, rng);
+      const int64_t plane = p.input_size[0] * p.input_size[1];
+      t.x.set((0 * 32 + 9) * plane + 2 * 16 + 5, inf);            // n 0, c 9 (group 1)
+      t.x.set((1 * 32 + 15) * plane + 1 * 16 + 9, -inf);          // n 1, c 15 (group 1)
+      t.x.set((1 * 32 + 17) * plane + 4 * 16 + 0, std::nan(""));  // n 1, c 17 (group 2)
+      t.w.set(((26 * 8 + 2) * 3 + 1) * 3 + 1, inf);               // ci 26 (group 3), co 2
+      Problem p64 = p;
+      p64.dtype = DType::kFloat64;
+      const HostTensor x64 = to_f64(t.x), w64 = to_f64(t.w), b64 = to_f64(t.b);
+      HostTensor y64 = f64_like(p.output_shape(), p.tensor_rank());
+      convt::forward(p64, x64.ref, w64.ref, &b64.ref, y64.ref);
+
+      const DeviceTensor gx(t.x, nullptr), gw(t.w, nullptr), gb(t.b, nullptr), gy(t.y, nullptr);
+      ExecOptions opt;
+      opt.math = precision.math;
+      opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+      EXPECT_NE(convt::describe_forward(p, gx.ref, opt).find("groups merged"),
+                std::string::npos);
+      Workspace ws(Op::kForward, p, opt);
+      convt::forward(p, gx.ref, gw.ref, &gb.ref, gy.ref, opt);
+      gy.download(t.y, nullptr);
+
+      const int64_t out_plane = p.output_size(0) * p.output_size(1);
+      for (int64_t i = 0; i < y64.numel(); ++i)
+        if ((i / out_plane) % 32 < 8) ASSERT_TRUE(std::isfinite(y64.get(i))) << "output " << i;
+      expect_non_finite_like_oracle(y64, t.y, precision.budget);
+    }
+  }
+}
+
 // Runs case c as check_wgmma_case does with each tile N the two-warpgroup kernels are built
 // for (the planner's, then 128 and 192: CONVT_WG_N caps it), expecting `what` in the
 // description of every precision but strict float32 (split TF32 runs its own tiles).
@@ -1665,6 +1803,8 @@ TEST_P(CudaWgmmaScatter, MatchesFloat64Oracle) {
   if (!reason.empty()) GTEST_SKIP() << reason;
   const Case& c = scatter_case_list()[static_cast<size_t>(GetParam())];
   const ScopedEnv env("CONVT_WG_SCATTER", "1");
+  // (The grouped cases' own groups: merged, their tiles would not scatter.)
+  const ScopedEnv own_groups("CONVT_WG_GMERGE", "0");
   check_wgmma_case(c, 7919u * uint64_t(GetParam()) + 19,
                    [](const Precision& precision, bool split, const std::string& what) {
                      EXPECT_EQ(what.find("W taps scattered") != std::string::npos, !split)
@@ -2008,27 +2148,7 @@ TEST(CudaEdgeCases, NonFiniteInputsPropagateLikeTheFloat64Oracle) {
       convt::forward(p, gx.ref, gw.ref, &gb.ref, gy.ref, opt);
       gy.download(t.y, nullptr);
 
-      double max_ref = 0;
-      int64_t infs = 0, nans = 0;
-      for (int64_t i = 0; i < y64.numel(); ++i) {
-        const double o = y64.get(i);
-        if (std::isfinite(o)) max_ref = std::max(max_ref, std::fabs(o));
-        infs += std::isinf(o) ? 1 : 0;
-        nans += std::isnan(o) ? 1 : 0;
-      }
-      ASSERT_GT(infs, 0);
-      ASSERT_GT(nans, 0);
-      for (int64_t i = 0; i < y64.numel(); ++i) {
-        const double o = y64.get(i), v = t.y.get(i);
-        if (std::isnan(o)) {
-          ASSERT_TRUE(std::isnan(v)) << "output " << i << ": " << v << ", oracle NaN";
-        } else if (std::isinf(o)) {
-          ASSERT_EQ(v, o) << "output " << i;
-        } else {
-          ASSERT_TRUE(std::isfinite(v)) << "output " << i << ": " << v << ", oracle " << o;
-          ASSERT_LE(std::fabs(v - o), precision.budget * max_ref) << "output " << i;
-        }
-      }
+      expect_non_finite_like_oracle(y64, t.y, precision.budget);
     }
   }
 }

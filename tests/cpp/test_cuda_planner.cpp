@@ -309,7 +309,8 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
                                                              const Plan& plan) {
     if (!plan.usable || !plan.wg) return;
     ++plans;
-    const int64_t cog = p.out_channels_per_group();
+    // (The groups the kernel runs: merged ones where the plan merges them.)
+    const int64_t cog = convt::cuda::wgmma_problem(plan, p).out_channels_per_group();
     if (cog <= 32) {
       ++position_major;
       const int64_t nc = cog <= 8 ? 8 : cog <= 16 ? 16 : cog <= 24 ? 24 : 32;
@@ -1109,7 +1110,7 @@ TEST(CudaPlanner, ZerosAlongWRunTheStridedProblemAsUnstrided) {
     EXPECT_EQ(u.output_sizes(), p.output_sizes());
     EXPECT_EQ(plan.wg_tmax[2], p.kernel_size[2]);
     const int64_t e = static_cast<int64_t>(convt::dtype_size(p.dtype));
-    const int64_t copy = (plan.split ? 2 : 1) * p.batch * p.groups * plan.wg_cblocks *
+    const int64_t copy = (plan.split ? 2 : 1) * p.batch * u.groups * plan.wg_cblocks *
                          plan.wg_bk * e * p.input_size[0] * p.input_size[1] * u.input_size[2];
     EXPECT_GE(int64_t(plan.wg_counter_offset) - int64_t(plan.wg_xt_offset), copy);
     EXPECT_GE(int64_t(plan.workspace_bytes), int64_t(plan.wg_counter_offset) + 8);
@@ -1669,6 +1670,114 @@ TEST(CudaPlanner, CopierWarpsReadOnlyContiguousSamplePlanes) {
   });
   EXPECT_GT(copied, 10);
   EXPECT_GT(copied16, 0);
+}
+
+// Narrow groups merged (ImplicitGemmFpropPlan::wg_gmerge), in 16-bit types where a group
+// has fewer than 16 input channels (a K step's least): the largest m that divides the
+// groups with at most 32 input and 64 output channels per merged group and m * cig / 16
+// times the multiply-adds within the machine balance (240 operations per byte), counted
+// here from the problem's sizes; the merged plan runs on the wgmma kernel the problem with
+// groups / m (wgmma_problem), keeps the given problem's fields for the other kernels and a
+// workspace for both. Float32 (TF32 and split), groups of 16 or more input channels and
+// CONVT_WG_GMERGE=0 keep their groups; CONVT_WG_GMERGE=m asks for m wherever it divides the
+// groups.
+TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
+  using convt::test::make_problem;
+  auto expected_m = [](const Problem& p) {
+    const int64_t cig = p.in_channels / p.groups, cog = p.out_channels / p.groups;
+    if (p.dtype == DType::kFloat32 || cig >= 16) return int64_t(1);
+    int64_t in = p.batch * p.in_channels, out = p.batch * p.out_channels, taps = 1;
+    for (int d = 0; d < 3; ++d) {
+      in *= p.input_size[d];
+      out *= (p.input_size[d] - 1) * p.stride[d] - 2 * p.padding[d] +
+             p.dilation[d] * (p.kernel_size[d] - 1) + p.output_padding[d] + 1;
+      taps *= p.kernel_size[d];
+    }
+    const double bytes = 2.0 * double(in + out + p.in_channels * cog * taps);
+    const double macs = double(in) * double(cog) * double(taps);
+    for (int64_t m = std::min<int64_t>(p.groups, 64); m >= 2; --m)
+      if (p.groups % m == 0 && m * cig <= 32 && m * cog <= 64 && m * cig >= 8 &&
+          2 * macs * double(m * cig) / 16 <= 240 * bytes)
+        return m;
+    return int64_t(1);
+  };
+  // kb72, kb75, a 1-D layer of six groups of 8 -> 4, a 2-D layer of 8 -> 8 groups whose
+  // multiply-adds allow two (kernel 7 x 7), and groups of 16 input channels.
+  const Problem kb72 = make_problem(3, 8, 32, 32, 4, {12, 24, 48}, {3, 5, 7}, {2, 2, 2},
+                                    {1, 2, 3}, {1, 1, 1}, {1, 1, 1}, false);
+  const Problem kb75 = make_problem(2, 16, 32, 64, 4, {128, 256, 1}, {3, 5, 1}, {2, 3, 1},
+                                    {1, 2, 0}, {0, 0, 0}, {2, 1, 1}, false);
+  const Problem six = make_problem(1, 4, 48, 24, 6, {4096, 1, 1}, {5, 1, 1}, {1, 1, 1},
+                                   {2, 0, 0}, {0, 0, 0}, {1, 1, 1}, true);
+  const Problem dense = make_problem(2, 8, 64, 64, 8, {256, 256, 1}, {7, 7, 1}, {1, 1, 1},
+                                     {3, 3, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  const Problem wide = make_problem(2, 4, 64, 128, 4, {64, 64, 1}, {3, 3, 1}, {2, 2, 1},
+                                    {1, 1, 0}, {1, 1, 0}, {1, 1, 1}, true);
+  int merged = 0;
+  for (const bool strict : {false, true}) {
+    for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+      if (strict && t != DType::kFloat32) continue;
+      ExecOptions opt;
+      if (strict) opt.math = MathMode::kStrictFP32;
+      for (Problem p : {kb72, kb75, six, dense, wide}) {
+        p.dtype = t;
+        p = p.canonical3d();
+        SCOPED_TRACE(p.to_string() + (strict ? " strict" : ""));
+        const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p, opt);
+        int64_t m = expected_m(p);
+        setenv("CONVT_WG_GMERGE", "0", 1);
+        const Plan own = convt::cuda::plan_implicit_gemm_fprop(p, opt);
+        unsetenv("CONVT_WG_GMERGE");
+        EXPECT_EQ(own.wg_gmerge, 1);
+        if (!own.wg) m = 1;  // (merged only where the problem's own plan runs wgmma)
+        if (plan.wg_gmerge == 1) {
+          // (The merged problem's plan may not run on the wgmma kernel.)
+          EXPECT_TRUE(m == 1 || plan.describe() == own.describe()) << plan.describe();
+          continue;
+        }
+        ++merged;
+        EXPECT_EQ(plan.wg_gmerge, m) << plan.describe();
+        EXPECT_TRUE(plan.wg);
+        const Problem pw = convt::cuda::wgmma_problem(plan, p);
+        EXPECT_EQ(pw.groups, p.groups / m);
+        EXPECT_EQ(pw.in_channels, p.in_channels);
+        EXPECT_EQ(pw.out_channels, p.out_channels);
+        // (The other kernels' fields are the given problem's; the workspace holds both.)
+        EXPECT_EQ(plan.block_k, own.block_k);
+        EXPECT_EQ(plan.cig_pad, own.cig_pad);
+        EXPECT_EQ(plan.cog_pad, own.cog_pad);
+        EXPECT_EQ(plan.tma, own.tma);
+        EXPECT_EQ(plan.tma_bn, own.tma_bn);
+        EXPECT_EQ(plan.tma_bk, own.tma_bk);
+        EXPECT_GE(plan.workspace_bytes, own.workspace_bytes);
+        EXPECT_FALSE(plan.wg_raw);
+      }
+    }
+  }
+  // kb72 and kb75 merge their four groups in 16-bit types, the 1-D layer three, the
+  // 7 x 7 layer two, the groups of 16 input channels none; float32 merges nothing.
+  for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    const bool f32 = t == DType::kFloat32;
+    for (const auto& [q, m] : std::vector<std::pair<Problem, int>>{
+             {kb72, 4}, {kb75, 4}, {six, 3}, {dense, 2}, {wide, 1}}) {
+      Problem p = q;
+      p.dtype = t;
+      EXPECT_EQ(expected_m(p), f32 ? 1 : m) << p.to_string();
+      const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p.canonical3d(), ExecOptions{});
+      EXPECT_EQ(plan.wg_gmerge, f32 || !plan.wg ? 1 : m)
+          << p.to_string() << ": " << plan.describe();
+    }
+  }
+  EXPECT_GE(merged, 4);
+  // CONVT_WG_GMERGE=m: m groups wherever m divides them and the merged plan runs wgmma.
+  Problem p = kb72;
+  p.dtype = DType::kBFloat16;
+  for (const char* m : {"2", "4", "3"}) {
+    setenv("CONVT_WG_GMERGE", m, 1);
+    const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p.canonical3d(), ExecOptions{});
+    EXPECT_EQ(plan.wg_gmerge, m[0] == '3' ? 1 : m[0] - '0') << m << ": " << plan.describe();
+  }
+  unsetenv("CONVT_WG_GMERGE");
 }
 
 // The wgmma kernel's producer decodes tile indices with FastDiv (multiply-high, add,

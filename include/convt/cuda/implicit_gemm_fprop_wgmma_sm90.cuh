@@ -441,7 +441,11 @@ struct TransposeParams {
   // 16-byte units after each element's copy.
   int split;
   int64_t small_off;
-  int* nonfinite;  // split TF32: set to 1 where an input is infinite or NaN
+  // Set to 1 where an input is infinite or NaN, if flag_nonfinite (split TF32, whose
+  // residual products cannot carry them, and groups merged, where a zero weight of another
+  // group times such an input would give NaN).
+  int flag_nonfinite;
+  int* nonfinite;
 };
 
 // Stores one 16-byte unit of xt (kc channels) at xt[i]: 16-bit types converted, float
@@ -465,13 +469,13 @@ __device__ __forceinline__ void store_xt(uint4* xt, int64_t i, const float (&v)[
   }
   xt[i] = big.u;
   if constexpr (sizeof(T) == 4) {
-    if (p.split) {
-      xt[i + p.small_off] = small.u;
-      bool finite = true;
+    if (p.split) xt[i + p.small_off] = small.u;
+  }
+  if (p.flag_nonfinite) {
+    bool finite = true;
 #pragma unroll
-      for (int j = 0; j < kc; ++j) finite = finite && isfinite(v[j]);
-      if (!finite) *p.nonfinite = 1;
-    }
+    for (int j = 0; j < kc; ++j) finite = finite && isfinite(v[j]);
+    if (!finite) *p.nonfinite = 1;
   }
 }
 
@@ -639,6 +643,11 @@ struct PackParams {
   // phase has no tap f); tmax[2] is then 1. 1: one tile per (H tap, W tap).
   int fold;
   int split;  // split TF32: the residual tiles follow the whole packed weight
+  // Groups merged (ImplicitGemmFpropPlan::wg_gmerge): cig and cog are those of the merged
+  // groups, and a merged group's input channel ci and output channel co weigh
+  // w[ci][co % gm_cog] where ci / gm_cig == co / gm_cog (the same original group), zero
+  // elsewhere; gm_cig, gm_cog are the original groups' channels. 0: not merged.
+  int gm_cig, gm_cog;
   // Set to 1 where a weight is infinite or NaN, if flag_nonfinite (split TF32, whose
   // residual products cannot carry them, and zeros inserted along W, where such a weight
   // times an inserted zero would give NaN).
@@ -710,9 +719,11 @@ __global__ void __launch_bounds__(256) pack_weight_wgmma_kernel(PackParams p) {
       const int co = cot * ncw + m % ncw;
       const int jwm = p.fold > 1 ? m / ncw : jw;
       float v = 0.f;
-      if (tap && jwm < tw.count && ci < p.cig && co < p.cog) {
+      const bool same_group = p.gm_cig == 0 || ci / p.gm_cig == co / p.gm_cog;
+      if (tap && jwm < tw.count && ci < p.cig && co < p.cog && same_group) {
         const int kw = tw.k0 + jwm * tw.step;
-        v = Elem<T>::to_float(w[off0 + int64_t(ci) * p.w_str[0] + co * p.w_str[1] +
+        const int cow = p.gm_cig == 0 ? co : co % p.gm_cog;
+        v = Elem<T>::to_float(w[off0 + int64_t(ci) * p.w_str[0] + cow * p.w_str[1] +
                                 kw * p.w_str[4]]);
       }
       if constexpr (sizeof(T) == 4) {
