@@ -148,14 +148,15 @@ std::size_t workspace_size(Op op, const Problem& p, const ExecOptions& opt) {
 std::string describe_forward(const Problem& p, const TensorRef& x, const ExecOptions& opt) {
   DeviceGuard guard(x.device);
   const ImplicitGemmFpropPlan plan = plan_implicit_gemm_fprop(p, opt);
-  if (plan.usable) return describe_implicit_gemm_fprop(plan, p, x, x.device.index);
+  if (implicit_gemm_runs(plan, x.device.index))
+    return describe_implicit_gemm_fprop(plan, p, x, x.device.index);
   return "direct kernel (implicit GEMM " + plan.describe() + ")";
 }
 
 WeightRelayout weight_relayout(const Problem& p, const TensorRef& x, const ExecOptions& opt) {
   DeviceGuard guard(x.device);
   const ImplicitGemmFpropPlan plan = plan_implicit_gemm_fprop(p, opt);
-  if (!plan.usable) return {};
+  if (!implicit_gemm_runs(plan, x.device.index)) return {};
   return weight_relayout_of(plan, p, x, x.device.index);
 }
 
@@ -163,7 +164,7 @@ void forward(const Problem& p, const TensorRef& x, const TensorRef& w, const Ten
              const TensorRef& y, const ExecOptions& opt) {
   DeviceGuard guard(y.device);
   const ImplicitGemmFpropPlan plan = plan_implicit_gemm_fprop(p, opt);
-  if (plan.usable) {
+  if (implicit_gemm_runs(plan, y.device.index)) {
     const std::string what = run_implicit_gemm_fprop(plan, p, x, w, b, y, opt, log_enabled());
     if (log_enabled()) log_line(detail::str_cat("forward ", p.to_string(), ": ", what));
     if (const int* flag = wgmma_nonfinite_flag(plan, opt, y.device.index)) {

@@ -239,6 +239,9 @@ int tma_launch_stages(const ImplicitGemmFpropPlan& plan, DType dt) {
 
 std::string ImplicitGemmFpropPlan::describe() const {
   if (!usable) return "not usable: " + reason;
+  if (wg_only)
+    return detail::str_cat("implicit-GEMM wgmma", split ? " 3xTF32" : "", " only, groups merged ",
+                           wg_gmerge, " at a time (the direct kernel without wgmma)");
   const char* mma = split ? "mma.sync 3xTF32" : "mma.sync";
   if (kind == Kind::kHalo)
     return detail::str_cat("implicit-GEMM ", mma, " with W-tap input strips, tile ",
@@ -1637,34 +1640,42 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
 }
 
 // Groups merged (ImplicitGemmFpropPlan::wg_gmerge): how many consecutive groups of p run as
-// one on the wgmma kernel, 1 for none. In 16-bit types a K step holds at least 16 channels,
-// so that a group of 8 input channels runs half its MMAs on zeros, on tiles of 8 or 16
-// output channels whose per-tile costs (the producer's decode, the pipeline's fill, the
-// epilogue) set their time; merged, the weight block-diagonal, m groups make m times fewer
-// tiles of m times the channels and K steps, for m * cig / 16 times the MMAs. The largest m
-// that divides the groups with at most 32 input and 64 output channels per merged group,
-// and those MMAs still within the machine balance (their multiply-adds over the bytes the
-// problem must move, input, weight and output once each: 240 operations per byte, dense
-// 16-bit 989.4 TFLOP/s at about 4 TB/s). Measured on an H100 (docs/kernels.md, GPU time,
-// bfloat16, against no merging): kb72 0.153 -> 0.134 ms, kb75 0.587 -> 0.493, narrow
-// grouped layers of scripts/suites/groups.json up to 1.8x faster (8 -> 16 channels a
-// group) and at most 5% slower; merging two groups instead of four lost on kb72 (0.262
-// ms, another tile) and on three of those layers. Not in float32: a TF32 K step of 8
-// channels fits a group of 8, and merging only added MMAs (kb75 0.598 -> 0.681 ms, kb72
+// one on the wgmma kernel, 1 for none. Merged, the weight block-diagonal, m groups make m
+// times fewer tiles of m times the channels and K steps. Two kinds of groups gain:
+// - Fewer than 8 input channels (depthwise above all): no tensor-core plan of their own
+//   (a K step holds at least 8 channels), so that the direct kernel runs them; merged to 8
+//   or more, the wgmma kernel does, for m times the multiply-adds in MMAs.
+// - In 16-bit types, fewer than 16 (a 16-bit K step's least): a group of 8 runs half its
+//   MMAs on zeros, on tiles of 8 or 16 output channels whose per-tile costs (the
+//   producer's decode, the pipeline's fill, the epilogue) set their time; merged, m * cig /
+//   16 times the MMAs of the padded groups.
+// The largest m that divides the groups with 8 to 32 input and at most 64 output channels
+// per merged group, and those MMAs within the machine balance (their operations over the
+// bytes the problem must move, input, weight and output once each: 240 per byte in 16-bit
+// types, dense 989.4 TFLOP/s at about 4 TB/s, 120 in TF32, 40 in split TF32's three MMAs a
+// product). Measured on an H100 (docs/kernels.md, GPU time, bfloat16, against no merging):
+// kb72 0.153 -> 0.136 ms, kb75 0.583 -> 0.492, narrow grouped layers of
+// scripts/suites/groups.json up to 1.8x faster (8 -> 16 channels a group) and at most 6%
+// slower; merging two groups instead of four lost on kb72 (0.261 ms, another tile) and on
+// three of those layers. Float32 groups of 8 or more keep their groups: a TF32 K step of 8
+// channels fits a group of 8, and merging only added MMAs (kb75 0.596 -> 0.680 ms, kb72
 // unchanged with four, 0.296 ms with two). CONVT_WG_GMERGE=0 merges nothing, =m merges m
 // groups wherever m divides them and the merged problem runs on the wgmma kernel (tests,
 // every precision).
-int group_merge_factor(const Problem& p) {
+int group_merge_factor(const Problem& p, bool split) {
   const int env = wg_env_int_or("CONVT_WG_GMERGE", -1);
   if (p.groups < 2 || env == 0) return 1;
   if (env > 1) return p.groups % env == 0 ? env : 1;
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
-  if (p.dtype == DType::kFloat32 || cig >= 16) return 1;
+  const bool f32 = p.dtype == DType::kFloat32;
+  if (cig >= (f32 ? 8 : 16)) return 1;
   const double bytes = double(p.input_numel() + p.weight_numel() + p.output_numel()) *
                        double(dtype_size(p.dtype));
+  const double balance = !f32 ? 240.0 : split ? 40.0 : 120.0;
   for (int64_t m = std::min<int64_t>(p.groups, 64); m >= 2; --m) {
     if (p.groups % m != 0 || m * cig > 32 || m * cog > 64 || m * cig < 8) continue;
-    if (p.flops() * double(m * cig) / 16.0 > 240.0 * bytes) continue;
+    const double mmas = cig < 8 ? double(m) : double(m * cig) / 16.0;
+    if (p.flops() * mmas > balance * bytes) continue;
     return int(m);
   }
   return 1;
@@ -1672,20 +1683,46 @@ int group_merge_factor(const Problem& p) {
 
 // The plan of p as given, or (group_merge_factor) that of its groups merged, where the
 // merged problem runs on the wgmma kernel and p's own plan does too (or has another
-// implicit-GEMM kernel, where CONVT_WG_GMERGE asks). The merged plan keeps p's fields for
-// the other kernels (a device without wgmma runs p as given) and a workspace for both.
+// implicit-GEMM kernel, where CONVT_WG_GMERGE asks), or (opt-in: CONVT_WG_GMERGE_SMALL=1)
+// p has no implicit-GEMM plan at all (fewer than 8 input channels per group; measured on
+// an H100 in docs/kernels.md: CenterNet's depthwise layer 0.146 -> 0.064 ms in bfloat16 on
+// the wgmma kernel against the direct kernel, one 1-D depthwise layer slower). The merged
+// plan keeps p's fields for the other kernels (a device without wgmma runs p as given; the
+// direct kernel where p has no plan of its own: wg_only) and a workspace for both.
 ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options) {
   ImplicitGemmFpropPlan plan = plan_as_given(p, options);
   const bool kernel_ok = options.forward_kernel == ForwardKernel::kAuto ||
                          options.forward_kernel == ForwardKernel::kImplicitGemmWgmma;
   if (!kernel_ok || p.dtype == DType::kFloat64) return plan;
-  const int m = group_merge_factor(p);
+  const bool split = p.dtype == DType::kFloat32 && options.math == MathMode::kStrictFP32;
+  const int m = group_merge_factor(p, split);
   if (m <= 1) return plan;
   const bool forced = wg_env_int_or("CONVT_WG_GMERGE", -1) > 1;
-  if (!plan.usable || !(plan.wg || forced)) return plan;
-  ImplicitGemmFpropPlan mp = plan_as_given(groups_merged(p, m), options);
-  if (!mp.usable || !mp.wg || mp.wg_raw) return plan;
-  mp.wg_gmerge = m;
+  const int64_t cig = p.in_channels_per_group();
+  // (Groups of fewer than 8 input channels: opt-in, CONVT_WG_GMERGE_SMALL=1, or where
+  // CONVT_WG_GMERGE asks.)
+  const bool none_own = !plan.usable && cig < 8 &&
+                        (forced || wg_env_int_or("CONVT_WG_GMERGE_SMALL", 0) == 1);
+  if (!none_own && (!plan.usable || !(plan.wg || forced))) return plan;
+  // (Where the problem has no plan of its own, fewer groups merged where the dispatch gives
+  // the merged problem another kernel than wgmma: CenterNet's depthwise layer in float32,
+  // whose 32 -> 32 groups take the TMA kernel, runs 16 -> 16 on wgmma.)
+  ImplicitGemmFpropPlan mp;
+  int mm = m;
+  for (; mm >= 2; --mm) {
+    if (p.groups % mm != 0 || mm * cig < 8) continue;
+    mp = plan_as_given(groups_merged(p, mm), options);
+    if (mp.usable && mp.wg && !mp.wg_raw) break;
+    if (!none_own || forced) return plan;
+  }
+  if (mm < 2) return plan;
+  mp.wg_gmerge = mm;
+  if (none_own) {
+    mp.wg_only = true;
+    mp.tma = false;
+    mp.tma_reason = "groups merged for the wgmma kernel only";
+    return mp;
+  }
   mp.kind = plan.kind;
   mp.block_k = plan.block_k;
   mp.cig_pad = plan.cig_pad;
@@ -2022,6 +2059,10 @@ std::string describe_fallback(const ImplicitGemmFpropPlan& plan, const std::stri
 }
 
 }  // namespace
+
+bool implicit_gemm_runs(const ImplicitGemmFpropPlan& plan, int device) {
+  return plan.usable && (!plan.wg_only || wgmma_supported(device));
+}
 
 wg::PackParams wgmma_pack_params(const ImplicitGemmFpropPlan& plan, const Problem& p, bool split) {
   wg::PackParams pk{};

@@ -154,6 +154,10 @@ struct ImplicitGemmFpropPlan {
   // direct kernel recomputes the output where it did (wgmma_nonfinite_flag). The other
   // kernels' fields (TMA, gather) stay those of the problem as given.
   int wg_gmerge = 1;
+  // The plan runs on the wgmma kernel only (groups merged where the given problem has no
+  // implicit-GEMM plan of its own: fewer than 8 input channels per group); elsewhere the
+  // direct kernel runs it (implicit_gemm_runs).
+  bool wg_only = false;
   std::string describe() const;
 };
 
@@ -240,6 +244,11 @@ WeightRelayout weight_relayout_of(const ImplicitGemmFpropPlan& plan, const Probl
 
 // Whether (and how) the implicit-GEMM kernel runs this canonical problem.
 ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptions& opt);
+
+// Whether `device` runs the plan's implicit-GEMM kernels (plan.usable, and a device that runs
+// the wgmma kernel where the plan has no other: plan.wg_only); else the direct kernel runs
+// the problem.
+bool implicit_gemm_runs(const ImplicitGemmFpropPlan& plan, int device);
 
 // What run_implicit_gemm_fprop runs for (plan, problem, input) on `device`, as one line
 // (host-side only: nothing is launched).

@@ -915,8 +915,9 @@ void expect_non_finite_like_oracle(const HostTensor& y64, const HostTensor& y, d
 // run as one with a block-diagonal weight. Position-major merged tiles (8 -> 8 groups by 2
 // and 4, 3-D with strides and output padding like kb72), channel-major ones (8 -> 16 by 4,
 // 64 channels), zeros inserted along W with them (W stride 3, dilation, like kb75), a 1-D
-// layer of six groups of 8 -> 4 by 3 and 6, bias, a channels_last and a permuted input
-// (which such plans copy), every precision against the float64 oracle.
+// layer of six groups of 8 -> 4 by 3 and 6, depthwise by 8 and 32, 3-D groups of 2 -> 3
+// by 4, bias, a channels_last and a permuted input (which such plans copy), every
+// precision against the float64 oracle.
 struct MergeCase {
   Case c;
   const char* m;
@@ -945,6 +946,14 @@ std::vector<MergeCase> group_merge_cases() {
                                    {2, 0, 0}, {0, 0, 0}, {1, 1, 1}, true);
   add("3", six);
   add("6", six);
+  // Depthwise (no implicit-GEMM plan of its own: the merged plan runs on the wgmma kernel
+  // only) and groups of 2 input channels.
+  const Problem dw = make_problem(2, 2, 32, 32, 32, {8, 10, 1}, {4, 4, 1}, {2, 2, 1},
+                                  {1, 1, 0}, {0, 0, 0}, {1, 1, 1}, true);
+  add("8", dw);
+  add("32", dw);
+  add("4", make_problem(3, 2, 16, 24, 8, {3, 4, 6}, {3, 3, 3}, {2, 1, 2}, {1, 1, 1},
+                        {1, 0, 1}, {1, 1, 1}, false));
   return v;
 }
 
@@ -972,18 +981,20 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaGroupMerge,
 
 // With groups merged, an infinite or NaN input must not reach the other groups of its
 // merged group through their zero weights (inf * 0 = NaN): the input copy flags it and the
-// direct kernel recomputes the output. Infinities and a NaN in groups 1 and 2 of four, an
-// infinite weight in group 3: every output is what the float64 oracle gives (group 0 all
-// finite), and without non-finite values the merged plan's output stands (no recompute:
-// the flag stays clear).
+// direct kernel recomputes the output. Infinities and a NaN in input channels 9, 15 and 17,
+// an infinite weight of input channel 26, four groups of 8 and 32 depthwise ones: every
+// output is what the float64 oracle gives (output channels 0-7 all finite).
 TEST(CudaWgmmaGroupMerge, NonFiniteInputsStayInTheirGroups) {
   const std::string reason = wgmma_unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << reason;
-  const Problem base = make_problem(2, 2, 32, 32, 4, {6, 16, 1}, {3, 3, 1}, {1, 2, 1},
-                                    {1, 1, 0}, {0, 1, 0}, {1, 1, 1}, true);
   const double inf = std::numeric_limits<double>::infinity();
   uint64_t seed = 4242;
-  for (const char* m : {"2", "4"}) {
+  // (Four groups of 8 merged by 2 and 4; 32 depthwise groups merged by 8.)
+  for (const auto& [groups, m] : std::vector<std::pair<int64_t, const char*>>{
+           {4, "2"}, {4, "4"}, {32, "8"}}) {
+    const Problem base = make_problem(2, 2, 32, 32, groups, {6, 16, 1}, {3, 3, 1}, {1, 2, 1},
+                                      {1, 1, 0}, {0, 1, 0}, {1, 1, 1}, true);
+    const int64_t cog = 32 / groups;
     const ScopedEnv env("CONVT_WG_GMERGE", m);
     for (const Precision& precision : kPrecisions) {
       if (precision.dtype == DType::kFloat64) continue;
@@ -996,7 +1007,7 @@ TEST(CudaWgmmaGroupMerge, NonFiniteInputsStayInTheirGroups) {
       t.x.set((0 * 32 + 9) * plane + 2 * 16 + 5, inf);            // n 0, c 9 (group 1)
       t.x.set((1 * 32 + 15) * plane + 1 * 16 + 9, -inf);          // n 1, c 15 (group 1)
       t.x.set((1 * 32 + 17) * plane + 4 * 16 + 0, std::nan(""));  // n 1, c 17 (group 2)
-      t.w.set(((26 * 8 + 2) * 3 + 1) * 3 + 1, inf);               // ci 26 (group 3), co 2
+      t.w.set(((26 * cog + cog / 4) * 3 + 1) * 3 + 1, inf);       // ci 26 (group 3 / 26)
       Problem p64 = p;
       p64.dtype = DType::kFloat64;
       const HostTensor x64 = to_f64(t.x), w64 = to_f64(t.w), b64 = to_f64(t.b);

@@ -954,7 +954,9 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
       one_tap_layers = 0, paired_for_zeros = 0;
   for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& p, MathMode math,
                                                   const Plan& plan) {
-    if (!plan.usable) return;
+    // (Merged groups: the rules below are those of the problem's own groups;
+    // NarrowGroupsMergedWithinTheMachineBalance checks the merges.)
+    if (!plan.usable || plan.wg_gmerge > 1) return;
     // Whether the wgmma kernel could run, from a plan that asks for it.
     ExecOptions opt;
     opt.math = math;
@@ -1363,9 +1365,11 @@ TEST(CudaPlanner, PairedWPhasesRunStride2) {
   // nowhere); never with split TF32, two consumer warpgroups, split K or the transposition
   // in the kernel of a channel-major tile.
   auto check = [](int cm_env, int* pos, int* cm, int* cm_f32) {
-    for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& p, MathMode math,
+    for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& given, MathMode math,
                                                   const Plan& plan) {
       if (!plan.usable || !plan.wg || !plan.wg_wpairs) return;
+      // (The problem the kernel runs: its groups merged where the plan merges them.)
+      const Problem p = convt::cuda::wgmma_problem(plan, given);
       EXPECT_EQ(p.stride[2], 2);
       EXPECT_NE(math, MathMode::kStrictFP32);
       EXPECT_EQ(plan.wg_fold, 1);
@@ -1672,20 +1676,23 @@ TEST(CudaPlanner, CopierWarpsReadOnlyContiguousSamplePlanes) {
   EXPECT_GT(copied16, 0);
 }
 
-// Narrow groups merged (ImplicitGemmFpropPlan::wg_gmerge), in 16-bit types where a group
-// has fewer than 16 input channels (a K step's least): the largest m that divides the
-// groups with at most 32 input and 64 output channels per merged group and m * cig / 16
-// times the multiply-adds within the machine balance (240 operations per byte), counted
-// here from the problem's sizes; the merged plan runs on the wgmma kernel the problem with
-// groups / m (wgmma_problem), keeps the given problem's fields for the other kernels and a
-// workspace for both. Float32 (TF32 and split), groups of 16 or more input channels and
-// CONVT_WG_GMERGE=0 keep their groups; CONVT_WG_GMERGE=m asks for m wherever it divides the
-// groups.
+// Narrow groups merged (ImplicitGemmFpropPlan::wg_gmerge): groups of fewer than 8 input
+// channels (no implicit-GEMM plan of their own: the merged plan runs on the wgmma kernel
+// only, wg_only), and in 16-bit types of fewer than 16 (a K step's least). The largest m
+// that divides the groups with 8 to 32 input and at most 64 output channels per merged
+// group and its MMAs within the machine balance (m times the multiply-adds below 8 input
+// channels, else m * cig / 16 times; 240 operations per byte in 16-bit types, 120 in TF32,
+// 40 in split TF32), counted here from the problem's sizes; the merged plan runs on the
+// wgmma kernel the problem with groups / m (wgmma_problem) and keeps the given problem's
+// fields for the other kernels and a workspace for both. Float32 groups of 8 or more,
+// 16-bit ones of 16 or more and CONVT_WG_GMERGE=0 keep their groups; CONVT_WG_GMERGE=m asks
+// for m wherever it divides the groups.
 TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
   using convt::test::make_problem;
-  auto expected_m = [](const Problem& p) {
+  auto expected_m = [](const Problem& p, bool split) {
     const int64_t cig = p.in_channels / p.groups, cog = p.out_channels / p.groups;
-    if (p.dtype == DType::kFloat32 || cig >= 16) return int64_t(1);
+    const bool f32 = p.dtype == DType::kFloat32;
+    if (cig >= (f32 ? 8 : 16)) return int64_t(1);
     int64_t in = p.batch * p.in_channels, out = p.batch * p.out_channels, taps = 1;
     for (int d = 0; d < 3; ++d) {
       in *= p.input_size[d];
@@ -1693,16 +1700,20 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
              p.dilation[d] * (p.kernel_size[d] - 1) + p.output_padding[d] + 1;
       taps *= p.kernel_size[d];
     }
-    const double bytes = 2.0 * double(in + out + p.in_channels * cog * taps);
+    const double bytes = (f32 ? 4.0 : 2.0) * double(in + out + p.in_channels * cog * taps);
     const double macs = double(in) * double(cog) * double(taps);
-    for (int64_t m = std::min<int64_t>(p.groups, 64); m >= 2; --m)
+    const double balance = !f32 ? 240 : split ? 40 : 120;
+    for (int64_t m = std::min<int64_t>(p.groups, 64); m >= 2; --m) {
+      const double mmas = cig < 8 ? double(m) : double(m * cig) / 16;
       if (p.groups % m == 0 && m * cig <= 32 && m * cog <= 64 && m * cig >= 8 &&
-          2 * macs * double(m * cig) / 16 <= 240 * bytes)
+          2 * macs * mmas <= balance * bytes)
         return m;
+    }
     return int64_t(1);
   };
   // kb72, kb75, a 1-D layer of six groups of 8 -> 4, a 2-D layer of 8 -> 8 groups whose
-  // multiply-adds allow two (kernel 7 x 7), and groups of 16 input channels.
+  // multiply-adds allow two (kernel 7 x 7), groups of 16 input channels, and CenterNet's
+  // depthwise up-convolution (64 groups of 1 -> 1, kernel 4, stride 2).
   const Problem kb72 = make_problem(3, 8, 32, 32, 4, {12, 24, 48}, {3, 5, 7}, {2, 2, 2},
                                     {1, 2, 3}, {1, 1, 1}, {1, 1, 1}, false);
   const Problem kb75 = make_problem(2, 16, 32, 64, 4, {128, 256, 1}, {3, 5, 1}, {2, 3, 1},
@@ -1713,35 +1724,54 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
                                      {3, 3, 0}, {0, 0, 0}, {1, 1, 1}, false);
   const Problem wide = make_problem(2, 4, 64, 128, 4, {64, 64, 1}, {3, 3, 1}, {2, 2, 1},
                                     {1, 1, 0}, {1, 1, 0}, {1, 1, 1}, true);
-  int merged = 0;
+  const Problem dw = make_problem(2, 16, 64, 64, 64, {64, 64, 1}, {4, 4, 1}, {2, 2, 1},
+                                  {1, 1, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  int merged = 0, wg_only = 0;
+  // (Groups of fewer than 8 input channels: opt-in.)
+  setenv("CONVT_WG_GMERGE_SMALL", "1", 1);
   for (const bool strict : {false, true}) {
     for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
       if (strict && t != DType::kFloat32) continue;
       ExecOptions opt;
       if (strict) opt.math = MathMode::kStrictFP32;
-      for (Problem p : {kb72, kb75, six, dense, wide}) {
+      for (Problem p : {kb72, kb75, six, dense, wide, dw}) {
         p.dtype = t;
         p = p.canonical3d();
         SCOPED_TRACE(p.to_string() + (strict ? " strict" : ""));
         const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p, opt);
-        int64_t m = expected_m(p);
+        int64_t m = expected_m(p, strict);
         setenv("CONVT_WG_GMERGE", "0", 1);
         const Plan own = convt::cuda::plan_implicit_gemm_fprop(p, opt);
         unsetenv("CONVT_WG_GMERGE");
         EXPECT_EQ(own.wg_gmerge, 1);
-        if (!own.wg) m = 1;  // (merged only where the problem's own plan runs wgmma)
+        // (Merged only where the problem's own plan runs wgmma, or where it has none.)
+        const bool none_own = !own.usable && p.in_channels_per_group() < 8;
+        if (!own.wg && !none_own) m = 1;
         if (plan.wg_gmerge == 1) {
           // (The merged problem's plan may not run on the wgmma kernel.)
           EXPECT_TRUE(m == 1 || plan.describe() == own.describe()) << plan.describe();
           continue;
         }
         ++merged;
-        EXPECT_EQ(plan.wg_gmerge, m) << plan.describe();
+        if (none_own) {
+          // (Fewer merged where the merged problem would take another kernel than wgmma.)
+          EXPECT_LE(plan.wg_gmerge, m) << plan.describe();
+          EXPECT_EQ(p.groups % plan.wg_gmerge, 0);
+          EXPECT_GE(plan.wg_gmerge * p.in_channels_per_group(), 8);
+        } else {
+          EXPECT_EQ(plan.wg_gmerge, m) << plan.describe();
+        }
         EXPECT_TRUE(plan.wg);
         const Problem pw = convt::cuda::wgmma_problem(plan, p);
-        EXPECT_EQ(pw.groups, p.groups / m);
+        EXPECT_EQ(pw.groups, p.groups / plan.wg_gmerge);
         EXPECT_EQ(pw.in_channels, p.in_channels);
         EXPECT_EQ(pw.out_channels, p.out_channels);
+        EXPECT_EQ(plan.wg_only, none_own);
+        if (none_own) {
+          ++wg_only;
+          EXPECT_FALSE(plan.tma);
+          continue;
+        }
         // (The other kernels' fields are the given problem's; the workspace holds both.)
         EXPECT_EQ(plan.block_k, own.block_k);
         EXPECT_EQ(plan.cig_pad, own.cig_pad);
@@ -1755,20 +1785,32 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
     }
   }
   // kb72 and kb75 merge their four groups in 16-bit types, the 1-D layer three, the
-  // 7 x 7 layer two, the groups of 16 input channels none; float32 merges nothing.
+  // 7 x 7 layer two, the groups of 16 input channels none; float32 merges only the
+  // depthwise layer's, 16 at a time (32 -> 32 groups would take the TMA kernel there).
   for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
     const bool f32 = t == DType::kFloat32;
     for (const auto& [q, m] : std::vector<std::pair<Problem, int>>{
-             {kb72, 4}, {kb75, 4}, {six, 3}, {dense, 2}, {wide, 1}}) {
+             {kb72, 4}, {kb75, 4}, {six, 3}, {dense, 2}, {wide, 1}, {dw, 32}}) {
       Problem p = q;
       p.dtype = t;
-      EXPECT_EQ(expected_m(p), f32 ? 1 : m) << p.to_string();
+      const int want = f32 && q.groups != dw.groups ? 1 : m;
+      EXPECT_EQ(expected_m(p, false), want) << p.to_string();
       const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p.canonical3d(), ExecOptions{});
-      EXPECT_EQ(plan.wg_gmerge, f32 || !plan.wg ? 1 : m)
-          << p.to_string() << ": " << plan.describe();
+      const int runs = f32 && q.groups == dw.groups ? 16 : want;
+      EXPECT_EQ(plan.wg_gmerge, !plan.wg ? 1 : runs) << p.to_string() << ": " << plan.describe();
     }
   }
-  EXPECT_GE(merged, 4);
+  // Without CONVT_WG_GMERGE_SMALL=1 the depthwise layer keeps the direct kernel.
+  unsetenv("CONVT_WG_GMERGE_SMALL");
+  for (DType t : {DType::kFloat32, DType::kBFloat16}) {
+    Problem p = dw;
+    p.dtype = t;
+    const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p.canonical3d(), ExecOptions{});
+    EXPECT_FALSE(plan.usable) << plan.describe();
+    EXPECT_EQ(plan.wg_gmerge, 1);
+  }
+  EXPECT_GE(merged, 8);
+  EXPECT_GE(wg_only, 3);
   // CONVT_WG_GMERGE=m: m groups wherever m divides them and the merged plan runs wgmma.
   Problem p = kb72;
   p.dtype = DType::kBFloat16;
