@@ -1704,16 +1704,21 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
   const bool none_own = !plan.usable && cig < 8 &&
                         (forced || wg_env_int_or("CONVT_WG_GMERGE_SMALL", 0) == 1);
   if (!none_own && (!plan.usable || !(plan.wg || forced))) return plan;
-  // (Where the problem has no plan of its own, fewer groups merged where the dispatch gives
-  // the merged problem another kernel than wgmma: CenterNet's depthwise layer in float32,
-  // whose 32 -> 32 groups take the TMA kernel, runs 16 -> 16 on wgmma.)
+  // Fewer groups merged where the merged problem's plan scatters its W taps (measured on an
+  // H100, bfloat16, GPU time: kb72 with two groups merged took such tiles, 0.261 ms against
+  // 0.153 unmerged and 0.135 with four; a 2-D layer of eight 8 -> 4 groups (k4 s2) 0.042 ms
+  // with four merged, scattered, 0.033 with two, 0.040 unmerged), and, where the problem
+  // has no plan of its own, where the dispatch gives the merged problem another kernel
+  // than wgmma (CenterNet's depthwise layer in float32, whose 32 -> 32 groups take the TMA
+  // kernel, runs 16 -> 16 on wgmma). Not where CONVT_WG_GMERGE asks for m.
   ImplicitGemmFpropPlan mp;
   int mm = m;
   for (; mm >= 2; --mm) {
     if (p.groups % mm != 0 || mm * cig < 8) continue;
     mp = plan_as_given(groups_merged(p, mm), options);
-    if (mp.usable && mp.wg && !mp.wg_raw) break;
-    if (!none_own || forced) return plan;
+    const bool wg = mp.usable && mp.wg && !mp.wg_raw;
+    if (wg && (forced || !mp.wg_scatter)) break;
+    if (forced || (!none_own && !wg)) return plan;
   }
   if (mm < 2) return plan;
   mp.wg_gmerge = mm;

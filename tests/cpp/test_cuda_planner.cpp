@@ -1726,6 +1726,9 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
                                     {1, 1, 0}, {1, 1, 0}, {1, 1, 1}, true);
   const Problem dw = make_problem(2, 16, 64, 64, 64, {64, 64, 1}, {4, 4, 1}, {2, 2, 1},
                                   {1, 1, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  // Eight groups of 8 -> 4 (k4 s2): four merged would scatter their W taps, two do not.
+  const Problem narrow = make_problem(2, 8, 64, 32, 8, {64, 64, 1}, {4, 4, 1}, {2, 2, 1},
+                                      {1, 1, 0}, {0, 0, 0}, {1, 1, 1}, true);
   int merged = 0, wg_only = 0;
   // (Groups of fewer than 8 input channels: opt-in.)
   setenv("CONVT_WG_GMERGE_SMALL", "1", 1);
@@ -1734,7 +1737,7 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
       if (strict && t != DType::kFloat32) continue;
       ExecOptions opt;
       if (strict) opt.math = MathMode::kStrictFP32;
-      for (Problem p : {kb72, kb75, six, dense, wide, dw}) {
+      for (Problem p : {kb72, kb75, six, dense, wide, dw, narrow}) {
         p.dtype = t;
         p = p.canonical3d();
         SCOPED_TRACE(p.to_string() + (strict ? " strict" : ""));
@@ -1753,13 +1756,18 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
           continue;
         }
         ++merged;
-        if (none_own) {
-          // (Fewer merged where the merged problem would take another kernel than wgmma.)
-          EXPECT_LE(plan.wg_gmerge, m) << plan.describe();
-          EXPECT_EQ(p.groups % plan.wg_gmerge, 0);
-          EXPECT_GE(plan.wg_gmerge * p.in_channels_per_group(), 8);
-        } else {
-          EXPECT_EQ(plan.wg_gmerge, m) << plan.describe();
+        // (Fewer merged where the merged problem's plan would scatter its W taps, or, without
+        // a plan of its own, would take another kernel than wgmma.)
+        EXPECT_FALSE(plan.wg_scatter);
+        EXPECT_LE(plan.wg_gmerge, m) << plan.describe();
+        EXPECT_EQ(p.groups % plan.wg_gmerge, 0);
+        EXPECT_GE(plan.wg_gmerge * p.in_channels_per_group(), 8);
+        if (plan.wg_gmerge < m) {
+          setenv("CONVT_WG_GMERGE", std::to_string(m).c_str(), 1);
+          const Plan full = convt::cuda::plan_implicit_gemm_fprop(p, opt);
+          unsetenv("CONVT_WG_GMERGE");
+          EXPECT_TRUE(!full.wg || full.wg_scatter || (none_own && full.wg_gmerge == 1))
+              << full.describe();
         }
         EXPECT_TRUE(plan.wg);
         const Problem pw = convt::cuda::wgmma_problem(plan, p);
@@ -1790,13 +1798,15 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
   for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
     const bool f32 = t == DType::kFloat32;
     for (const auto& [q, m] : std::vector<std::pair<Problem, int>>{
-             {kb72, 4}, {kb75, 4}, {six, 3}, {dense, 2}, {wide, 1}, {dw, 32}}) {
+             {kb72, 4}, {kb75, 4}, {six, 3}, {dense, 2}, {wide, 1}, {dw, 32}, {narrow, 4}}) {
       Problem p = q;
       p.dtype = t;
       const int want = f32 && q.groups != dw.groups ? 1 : m;
       EXPECT_EQ(expected_m(p, false), want) << p.to_string();
       const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p.canonical3d(), ExecOptions{});
-      const int runs = f32 && q.groups == dw.groups ? 16 : want;
+      // (Float32 depthwise: 16, whose merged problem runs wgmma; the 8 -> 4 groups: 2.)
+      const bool is_narrow = q.groups == narrow.groups && q.out_channels == narrow.out_channels;
+      const int runs = f32 && q.groups == dw.groups ? 16 : is_narrow && !f32 ? 2 : want;
       EXPECT_EQ(plan.wg_gmerge, !plan.wg ? 1 : runs) << p.to_string() << ": " << plan.describe();
     }
   }
