@@ -342,19 +342,19 @@ if has kstep-ab; then
 fi
 if has gmerge-ab; then
   # Groups merged (CONVT_WG_GMERGE: 0 none, m that many wherever m divides the groups;
-  # CONVT_WG_GMERGE_SMALL=1 groups of fewer than 8 input channels too) against the default
+  # CONVT_WG_GMERGE_SMALL=0 groups of fewer than 8 input channels kept apart) against the default
   # rule, GPU time, one build: KernelBench's grouped layers, the models suite's depthwise
   # layer and the narrow groups of scripts/suites/groups.json, the describe line of each.
   step gmerge-kb python3 scripts/env_ab.py --cases kb72,kb75 --dtype fp32,bf16 --rounds 2 \
     --gpu-time base= off=CONVT_WG_GMERGE=0 m2=CONVT_WG_GMERGE=2 m4=CONVT_WG_GMERGE=4
   grep -E "geomean" "$OUT/gmerge-kb.log" | tee -a "$SUMMARY"
   step gmerge-dw python3 scripts/env_ab.py --suite models --cases centernet_dw \
-    --dtype fp32,bf16 --rounds 2 --gpu-time base= small=CONVT_WG_GMERGE_SMALL=1 \
+    --dtype fp32,bf16 --rounds 2 --gpu-time base= nosmall=CONVT_WG_GMERGE_SMALL=0 \
     m8=CONVT_WG_GMERGE=8 m16=CONVT_WG_GMERGE=16
   grep -E "geomean" "$OUT/gmerge-dw.log" | tee -a "$SUMMARY"
   step gmerge-groups python3 scripts/env_ab.py --suite scripts/suites/groups.json \
     --dtype fp32,bf16 --rounds 2 --gpu-time base= off=CONVT_WG_GMERGE=0 \
-    small=CONVT_WG_GMERGE_SMALL=1 m2=CONVT_WG_GMERGE=2 m4=CONVT_WG_GMERGE=4
+    nosmall=CONVT_WG_GMERGE_SMALL=0 m2=CONVT_WG_GMERGE=2 m4=CONVT_WG_GMERGE=4
   grep -E "geomean" "$OUT/gmerge-groups.log" | tee -a "$SUMMARY"
   step gmerge-describe python3 scripts/time_cases.py bf16 all --suite scripts/suites/groups.json \
     --reps 3 --describe

@@ -1681,12 +1681,26 @@ int group_merge_factor(const Problem& p, bool split) {
   return 1;
 }
 
+// Whether the wgmma plan mp writes at least half of every output row segment it stores:
+// W of stride 1 or 2, or its W phases stored together (zeros inserted along W, W phases
+// merged or paired, W taps scattered). Separate W phases of a larger stride store every
+// stride-th element of a row, a sector at a time.
+bool merged_stores_dense(const Problem& p, const ImplicitGemmFpropPlan& mp) {
+  return p.stride[2] <= 2 || mp.wg_wup > 1 || mp.wg_wmerge || mp.wg_wpairs || mp.wg_scatter;
+}
+
 // The plan of p as given, or (group_merge_factor) that of its groups merged, where the
 // merged problem runs on the wgmma kernel and p's own plan does too (or has another
-// implicit-GEMM kernel, where CONVT_WG_GMERGE asks), or (opt-in: CONVT_WG_GMERGE_SMALL=1)
-// p has no implicit-GEMM plan at all (fewer than 8 input channels per group; measured on
-// an H100 in docs/kernels.md: CenterNet's depthwise layer 0.146 -> 0.064 ms in bfloat16 on
-// the wgmma kernel against the direct kernel, one 1-D depthwise layer slower). The merged
+// implicit-GEMM kernel, where CONVT_WG_GMERGE asks), or p has no implicit-GEMM plan at all
+// (fewer than 8 input channels per group; CONVT_WG_GMERGE_SMALL=0 keeps those on the direct
+// kernel). Measured on an H100 in docs/kernels.md (GPU time, wgmma kernel merged against
+// the direct kernel): CenterNet's depthwise layer 0.146 -> 0.064 ms in bfloat16, 2-D
+// depthwise, 2- and 4-channel groups of scripts/suites/groups.json 1.5-4x faster in both
+// types; a 1-D depthwise layer of stride 4 slower (0.101 -> 0.123 ms bfloat16, 0.107 ->
+// 0.200 float32): its merged plan stores each W phase on its own, every 4th element of
+// the output's rows. So groups without a plan of their own merge only where the merged
+// plan's stores fill at least half of each output row they touch (W stride 1 or 2, zeros
+// inserted along W, W phases merged or paired). The merged
 // plan keeps p's fields for the other kernels (a device without wgmma runs p as given; the
 // direct kernel where p has no plan of its own: wg_only) and a workspace for both.
 ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options) {
@@ -1699,10 +1713,10 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
   if (m <= 1) return plan;
   const bool forced = wg_env_int_or("CONVT_WG_GMERGE", -1) > 1;
   const int64_t cig = p.in_channels_per_group();
-  // (Groups of fewer than 8 input channels: opt-in, CONVT_WG_GMERGE_SMALL=1, or where
+  // (Groups of fewer than 8 input channels: unless CONVT_WG_GMERGE_SMALL=0, or where
   // CONVT_WG_GMERGE asks.)
   const bool none_own = !plan.usable && cig < 8 &&
-                        (forced || wg_env_int_or("CONVT_WG_GMERGE_SMALL", 0) == 1);
+                        (forced || wg_env_int_or("CONVT_WG_GMERGE_SMALL", 1) != 0);
   if (!none_own && (!plan.usable || !(plan.wg || forced))) return plan;
   // Fewer groups merged where the merged problem's plan scatters its W taps (measured on an
   // H100, bfloat16, GPU time: kb72 with two groups merged took such tiles, 0.261 ms against
@@ -1717,6 +1731,7 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
     if (p.groups % mm != 0 || mm * cig < 8) continue;
     mp = plan_as_given(groups_merged(p, mm), options);
     const bool wg = mp.usable && mp.wg && !mp.wg_raw;
+    if (wg && none_own && !forced && !merged_stores_dense(p, mp)) return plan;
     if (wg && (forced || !mp.wg_scatter)) break;
     if (forced || (!none_own && !wg)) return plan;
   }

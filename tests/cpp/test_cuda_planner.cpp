@@ -1729,15 +1729,19 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
   // Eight groups of 8 -> 4 (k4 s2): four merged would scatter their W taps, two do not.
   const Problem narrow = make_problem(2, 8, 64, 32, 8, {64, 64, 1}, {4, 4, 1}, {2, 2, 1},
                                       {1, 1, 0}, {0, 0, 0}, {1, 1, 1}, true);
+  // A 1-D depthwise layer of stride 4 (kernel 8): its merged plan would store each W phase
+  // on its own, every 4th element of a row, so it keeps the direct kernel.
+  const Problem dw1d = make_problem(1, 8, 128, 128, 128, {4096, 1, 1}, {8, 1, 1},
+                                    {4, 1, 1}, {2, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);
   int merged = 0, wg_only = 0;
-  // (Groups of fewer than 8 input channels: opt-in.)
-  setenv("CONVT_WG_GMERGE_SMALL", "1", 1);
+  // (Groups of fewer than 8 input channels: merged by default.)
+  unsetenv("CONVT_WG_GMERGE_SMALL");
   for (const bool strict : {false, true}) {
     for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
       if (strict && t != DType::kFloat32) continue;
       ExecOptions opt;
       if (strict) opt.math = MathMode::kStrictFP32;
-      for (Problem p : {kb72, kb75, six, dense, wide, dw, narrow}) {
+      for (Problem p : {kb72, kb75, six, dense, wide, dw, narrow, dw1d}) {
         p.dtype = t;
         p = p.canonical3d();
         SCOPED_TRACE(p.to_string() + (strict ? " strict" : ""));
@@ -1750,6 +1754,16 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
         // (Merged only where the problem's own plan runs wgmma, or where it has none.)
         const bool none_own = !own.usable && p.in_channels_per_group() < 8;
         if (!own.wg && !none_own) m = 1;
+        if (none_own) {
+          // (Groups without a plan of their own: merged only where the merged plan's stores
+          // fill at least half of each output row they touch.)
+          setenv("CONVT_WG_GMERGE", std::to_string(m).c_str(), 1);
+          const Plan full = convt::cuda::plan_implicit_gemm_fprop(p, opt);
+          unsetenv("CONVT_WG_GMERGE");
+          const bool dense_stores = p.stride[2] <= 2 || full.wg_wup > 1 || full.wg_wmerge ||
+                                    full.wg_wpairs;
+          if (full.wg && !dense_stores) EXPECT_EQ(plan.wg_gmerge, 1) << full.describe();
+        }
         if (plan.wg_gmerge == 1) {
           // (The merged problem's plan may not run on the wgmma kernel.)
           EXPECT_TRUE(m == 1 || plan.describe() == own.describe()) << plan.describe();
@@ -1810,8 +1824,23 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
       EXPECT_EQ(plan.wg_gmerge, !plan.wg ? 1 : runs) << p.to_string() << ": " << plan.describe();
     }
   }
-  // Without CONVT_WG_GMERGE_SMALL=1 the depthwise layer keeps the direct kernel.
-  unsetenv("CONVT_WG_GMERGE_SMALL");
+  // The 1-D depthwise layer of stride 4 keeps the direct kernel (its merge, forced, runs
+  // wgmma with separate W phases); with CONVT_WG_GMERGE_SMALL=0, so does the 2-D one.
+  for (DType t : {DType::kFloat32, DType::kBFloat16}) {
+    Problem p = dw1d;
+    p.dtype = t;
+    p = p.canonical3d();
+    Plan plan = convt::cuda::plan_implicit_gemm_fprop(p, ExecOptions{});
+    EXPECT_FALSE(plan.usable) << plan.describe();
+    EXPECT_EQ(plan.wg_gmerge, 1);
+    setenv("CONVT_WG_GMERGE", t == DType::kFloat32 ? "16" : "32", 1);
+    plan = convt::cuda::plan_implicit_gemm_fprop(p, ExecOptions{});
+    unsetenv("CONVT_WG_GMERGE");
+    EXPECT_TRUE(plan.wg) << plan.describe();
+    EXPECT_EQ(plan.wg_wup, 1);
+    EXPECT_FALSE(plan.wg_wmerge || plan.wg_wpairs || plan.wg_scatter) << plan.describe();
+  }
+  setenv("CONVT_WG_GMERGE_SMALL", "0", 1);
   for (DType t : {DType::kFloat32, DType::kBFloat16}) {
     Problem p = dw;
     p.dtype = t;
@@ -1819,6 +1848,7 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
     EXPECT_FALSE(plan.usable) << plan.describe();
     EXPECT_EQ(plan.wg_gmerge, 1);
   }
+  unsetenv("CONVT_WG_GMERGE_SMALL");
   EXPECT_GE(merged, 8);
   EXPECT_GE(wg_only, 3);
   // CONVT_WG_GMERGE=m: m groups wherever m divides them and the merged plan runs wgmma.

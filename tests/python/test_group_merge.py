@@ -1,8 +1,10 @@
 """Narrow groups merged into one GEMM on the wgmma kernel (docs/kernels.md, "Narrow groups
 merged into one GEMM"): in 16-bit types, groups of fewer than 16 input channels run several
 at a time with a block-diagonal weight (CONVT_WG_GMERGE=0 keeps them apart); float32 keeps
-its groups; with CONVT_WG_GMERGE_SMALL=1 groups of fewer than 8 input channels (depthwise)
-are merged too, which otherwise run the direct kernel. Results within the precision budget
+its groups; groups of fewer than 8 input channels (depthwise), which have no tensor-core
+plan of their own, are merged too unless CONVT_WG_GMERGE_SMALL=0 (or where the merged plan
+would store every 4th element of the output's rows), and otherwise run the direct kernel.
+Results within the precision budget
 against a float64 reference, and an infinite or NaN input stays in its own group's outputs
 as in the float64 reference (a zero weight of another group times it must not leave a NaN
 there). GPU only."""
@@ -28,6 +30,8 @@ SMALL = [
     (2, 4, 64, 64, 64, (24, 24), 4, 2, 1, 0, 1),  # depthwise (CenterNet-like)
     (3, 2, 16, 24, 8, (4, 8, 8), 3, 2, 1, 1, 1),  # groups of 2 -> 3
 ]
+# 1-D depthwise of stride 4: its merged plan would store each W phase on its own.
+STRIDED_1D = (1, 4, 64, 64, 64, (4096,), 8, 4, 2, 0, 1)
 
 
 def _tensors(layer, dtype, seed):
@@ -83,7 +87,7 @@ def test_narrow_groups_merged_or_not_match_float64(layer, dtype, monkeypatch):
 @requires_convt_cuda
 @pytest.mark.parametrize("dtype", list(BUDGETS), ids=str)
 @pytest.mark.parametrize("layer", SMALL, ids=lambda l: f"{l[0]}d-{l[2]}-{l[3]}-g{l[4]}")
-def test_small_groups_merged_where_asked(layer, dtype, monkeypatch):
+def test_small_groups_merged_unless_off(layer, dtype, monkeypatch):
     if not _sm90():
         pytest.skip("groups are merged on the sm_90a wgmma kernel")
     monkeypatch.delenv("CONVT_WG_GMERGE", raising=False)
@@ -91,11 +95,33 @@ def test_small_groups_merged_where_asked(layer, dtype, monkeypatch):
     dims, x, w, b, kw = _tensors(layer, dtype, 11 * layer[4] + layer[2])
     ref = _reference(dims, x, w, b, kw)
     what, y = _run(dims, x, w, b, kw, dtype)
+    assert "groups merged" in what, what
+    assert rel_error(y, ref) <= BUDGETS[dtype]
+    monkeypatch.setenv("CONVT_WG_GMERGE_SMALL", "0")
+    what, y = _run(dims, x, w, b, kw, dtype)
     assert what.startswith("direct kernel"), what
     assert rel_error(y, ref) <= BUDGETS[dtype]
-    monkeypatch.setenv("CONVT_WG_GMERGE_SMALL", "1")
+
+
+@requires_convt_cuda
+@pytest.mark.parametrize("dtype", list(BUDGETS), ids=str)
+def test_strided_1d_depthwise_keeps_the_direct_kernel(dtype, monkeypatch):
+    """Merged, its W phases would each store every 4th element of a row: the direct kernel
+    runs it; forced (CONVT_WG_GMERGE=16 in float32, 32 in 16-bit types: 32 -> 32 float32
+    groups take another kernel), the merged plan, both within the budget."""
+    if not _sm90():
+        pytest.skip("groups are merged on the sm_90a wgmma kernel")
+    monkeypatch.delenv("CONVT_WG_GMERGE", raising=False)
+    monkeypatch.delenv("CONVT_WG_GMERGE_SMALL", raising=False)
+    dims, x, w, b, kw = _tensors(STRIDED_1D, dtype, 5)
+    ref = _reference(dims, x, w, b, kw)
     what, y = _run(dims, x, w, b, kw, dtype)
-    assert "groups merged" in what, what
+    assert what.startswith("direct kernel"), what
+    assert rel_error(y, ref) <= BUDGETS[dtype]
+    merge = "16" if dtype == torch.float32 else "32"
+    monkeypatch.setenv("CONVT_WG_GMERGE", merge)
+    what, y = _run(dims, x, w, b, kw, dtype)
+    assert f"groups merged {merge} at a time" in what, what
     assert rel_error(y, ref) <= BUDGETS[dtype]
 
 

@@ -137,8 +137,8 @@ def _plan_lines():
 def test_compiled_planner_reports(planner_program):
     """convt_kb::cuda_forward_plan (what an exported file reports at run time) runs on the
     linked amalgamation: tensor cores for KernelBench's float32 shapes (TF32 when allowed,
-    split TF32 in strict float32), the direct kernel for float64 and the depthwise shape
-    (docs/kernels.md)."""
+    split TF32 in strict float32), the direct kernel for float64, and the depthwise shape's
+    groups merged eight at a time on the wgmma kernel (docs/kernels.md)."""
     lines = _plan_lines()
     proc = subprocess.run([str(planner_program)], input="\n".join(lines) + "\n", capture_output=True,
                           text=True, timeout=60)
@@ -154,9 +154,13 @@ def test_compiled_planner_reports(planner_program):
     assert any(p.startswith("implicit-GEMM mma.sync 3xTF32") for p in strict)
     assert all("3xTF32" in p or p.startswith("direct kernel") for p in strict)
     assert not any("3xTF32" in p for p in by_mode[("float32", "0")])
-    assert strict[-1].startswith("direct kernel")  # depthwise: 1 input channel per group
+    # Depthwise (1 input channel per group): eight groups merged into one of 8 channels.
+    assert "3xTF32" in strict[-1] and "groups merged 8 at a time" in strict[-1], strict[-1]
     assert all(p.startswith("direct kernel") and "float64" in p for p in by_mode[("float64", "0")])
-    assert by_mode[("bfloat16", "0")][-1].startswith("direct kernel")  # depthwise: 1 input channel per group
+    for dtype in ("float32", "bfloat16", "float16"):
+        depthwise = by_mode[(dtype, "0")][-1]
+        assert depthwise.startswith("implicit-GEMM wgmma"), depthwise
+        assert "groups merged 8 at a time" in depthwise, depthwise
 
 
 def _cuda_include_dir() -> Path | None:
