@@ -31,6 +31,7 @@
 #   bash scripts/gpu_check.sh install splitk-models   # split K forced (2, 4) on the model suites
 #   bash scripts/gpu_check.sh install pairs-ab   # W phase pairs (channel-major, float32 one-tap) on and off
 #   bash scripts/gpu_check.sh install gmerge-ab   # groups merged (CONVT_WG_GMERGE) against the default and none
+#   bash scripts/gpu_check.sh install direct-ab   # the direct forward's rows a thread, several against one
 #   bash scripts/gpu_check.sh install dispatch-ab   # the dispatch against each kernel forced
 #   bash scripts/gpu_check.sh install rules-ab   # the planner's rules of 274d21e-0d26e69 against what each replaced
 #   bash scripts/gpu_check.sh build install splitk   # split K: its tests, then the few-tile layers with and without
@@ -358,6 +359,20 @@ if has gmerge-ab; then
   grep -E "geomean" "$OUT/gmerge-groups.log" | tee -a "$SUMMARY"
   step gmerge-describe python3 scripts/time_cases.py bf16 all --suite scripts/suites/groups.json \
     --reps 3 --describe
+fi
+if has direct-ab; then
+  # The direct forward by rows of outputs, several rows a thread (the default) against one
+  # (CONVT_DIRECT_ROWS=1), with small groups kept on it (CONVT_WG_GMERGE_SMALL=0), and the
+  # default dispatch (those groups merged onto the wgmma kernel): GPU time, one build, on the
+  # depthwise and small-group layers of docs/data/small-groups-suite.json and the 1-D
+  # depthwise layer of scripts/suites/groups.json.
+  step direct-ab python3 scripts/env_ab.py --suite docs/data/small-groups-suite.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time direct=CONVT_WG_GMERGE_SMALL=0 \
+    onerow=CONVT_WG_GMERGE_SMALL=0,CONVT_DIRECT_ROWS=1 base=
+  grep -E "geomean" "$OUT/direct-ab.log" | tee -a "$SUMMARY"
+  step direct-ab-1d python3 scripts/env_ab.py --suite scripts/suites/groups.json \
+    --cases dw1d_128_s4 --dtype fp32,bf16 --rounds 2 --gpu-time base= \
+    onerow=CONVT_DIRECT_ROWS=1
 fi
 if has pairs-ab; then
   # The W phase pairs against the dispatch without them (GPU time, one build): on channel-major

@@ -1693,14 +1693,16 @@ bool merged_stores_dense(const Problem& p, const ImplicitGemmFpropPlan& mp) {
 // merged problem runs on the wgmma kernel and p's own plan does too (or has another
 // implicit-GEMM kernel, where CONVT_WG_GMERGE asks), or p has no implicit-GEMM plan at all
 // (fewer than 8 input channels per group; CONVT_WG_GMERGE_SMALL=0 keeps those on the direct
-// kernel). Measured on an H100 in docs/kernels.md (GPU time, wgmma kernel merged against
-// the direct kernel): CenterNet's depthwise layer 0.146 -> 0.064 ms in bfloat16, 2-D
-// depthwise, 2- and 4-channel groups of scripts/suites/groups.json 1.5-4x faster in both
-// types; a 1-D depthwise layer of stride 4 slower (0.101 -> 0.123 ms bfloat16, 0.107 ->
-// 0.200 float32): its merged plan stores each W phase on its own, every 4th element of
-// the output's rows. So groups without a plan of their own merge only where the merged
-// plan's stores fill at least half of each output row they touch (W stride 1 or 2, zeros
-// inserted along W, W phases merged or paired). The merged
+// kernel), in 2-D and 3-D problems whose merged plan's stores fill at least half of each
+// output row they touch (W stride 1 or 2, zeros inserted along W, W phases merged or
+// paired). Measured on an H100 in docs/kernels.md (GPU time, ms, direct kernel by rows ->
+// wgmma kernel merged): 2-D and 3-D depthwise, 2- and 4-channel groups 0.086 -> 0.037 to
+// 0.332 -> 0.139 in float32 (one tie, 0.112 -> 0.114), 0.088 -> 0.031 to 0.338 -> 0.089 in
+// bfloat16; but 1-D depthwise layers, whose rows the direct kernel takes at about half the
+// memory roofline, lost or tied: k4 s2 0.136 -> 0.205 (float32, the merged plan's input
+// copy upsampled twice along W), 0.138 -> 0.133 (bfloat16); k8 s4 0.070 -> 0.200 and 0.073
+// -> 0.123, its merged plan storing each W phase on its own, every 4th element of a row.
+// The merged
 // plan keeps p's fields for the other kernels (a device without wgmma runs p as given; the
 // direct kernel where p has no plan of its own: wg_only) and a workspace for both.
 ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options) {
@@ -1717,6 +1719,8 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
   // CONVT_WG_GMERGE asks.)
   const bool none_own = !plan.usable && cig < 8 &&
                         (forced || wg_env_int_or("CONVT_WG_GMERGE_SMALL", 1) != 0);
+  // (1-D: one output row a plane.)
+  const bool one_d = p.output_size(0) == 1 && p.output_size(1) == 1;
   if (!none_own && (!plan.usable || !(plan.wg || forced))) return plan;
   // Fewer groups merged where the merged problem's plan scatters its W taps (measured on an
   // H100, bfloat16, GPU time: kb72 with two groups merged took such tiles, 0.261 ms against
@@ -1731,7 +1735,7 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
     if (p.groups % mm != 0 || mm * cig < 8) continue;
     mp = plan_as_given(groups_merged(p, mm), options);
     const bool wg = mp.usable && mp.wg && !mp.wg_raw;
-    if (wg && none_own && !forced && !merged_stores_dense(p, mp)) return plan;
+    if (wg && none_own && !forced && (one_d || !merged_stores_dense(p, mp))) return plan;
     if (wg && (forced || !mp.wg_scatter)) break;
     if (forced || (!none_own && !wg)) return plan;
   }

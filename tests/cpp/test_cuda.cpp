@@ -273,14 +273,15 @@ struct ScopedEnv {
 // The direct forward kernels asked for on every other case of the sweep (depthwise and
 // other small groups, strides, dilation, padding, output_padding, every layout), every
 // precision, against the float64 oracle: the kernel by rows of outputs (the default where
-// offsets fit an int) and the per-output kernel (CONVT_DIRECT_ROWS=0).
+// offsets fit an int; with one row a thread at a time, CONVT_DIRECT_ROWS=1) and the
+// per-output kernel (CONVT_DIRECT_ROWS=0).
 class CudaDirectForward : public ::testing::TestWithParam<int> {};
 
 TEST_P(CudaDirectForward, MatchesFloat64Oracle) {
   SKIP_WITHOUT_CUDA();
   const Case& c = cases()[static_cast<size_t>(GetParam())];
   SCOPED_TRACE(c.name());
-  for (const char* rows : {"1", "0"}) {
+  for (const char* rows : {"", "1", "0"}) {
     SCOPED_TRACE(std::string("CONVT_DIRECT_ROWS=") + rows);
     const ScopedEnv env("CONVT_DIRECT_ROWS", rows);
     for (const Precision& precision : kPrecisions)
@@ -329,10 +330,9 @@ TEST(CudaEdgeCases, StridesAndDilationsOutsideTheSweep) {
 // The direct forward by rows of outputs at its own boundaries: several column tiles with a
 // partial last one, columns that leave most of a 32-column tile empty, a single column,
 // and row counts that leave partial chunks (or halve them for lack of blocks); against the
-// per-output kernel's path too (CONVT_DIRECT_ROWS=0).
-TEST(CudaDirectForwardRows, ColumnTilesAndRowChunks) {
-  SKIP_WITHOUT_CUDA();
-  const std::vector<Problem> problems = {
+// one-row (CONVT_DIRECT_ROWS=1) and per-output kernel's (=0) paths too.
+std::vector<Problem> direct_rows_problems() {
+  return {
       // 1-D depthwise, 1401 output columns: six tiles of 256, the last one partial.
       make_problem(1, 3, 4, 4, 4, {700, 1, 1}, {4, 1, 1}, {2, 1, 1}, {1, 1, 1}, {1, 0, 0},
                    {1, 1, 1}, true),
@@ -345,18 +345,63 @@ TEST(CudaDirectForwardRows, ColumnTilesAndRowChunks) {
       // 2-D with 3 output columns (4-column tiles, 64 rows a pass) and 3570 rows.
       make_problem(2, 5, 6, 6, 3, {40, 1, 1}, {2, 3, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0},
                    {1, 1, 1}, true),
+      // 2-D, rows of one and two H taps side by side (k3 s2), 4 -> 4 channels a group.
+      make_problem(2, 3, 8, 8, 2, {7, 45, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 1, 0},
+                   {1, 1, 1}, true),
+      // 3-D, 5 input channels a group (the channel loop not unrolled), D taps differing
+      // between rows.
+      make_problem(3, 2, 10, 4, 2, {3, 4, 9}, {3, 2, 3}, {2, 3, 2}, {1, 0, 1}, {1, 2, 0},
+                   {1, 1, 2}, false),
   };
+}
+
+TEST(CudaDirectForwardRows, ColumnTilesAndRowChunks) {
+  SKIP_WITHOUT_CUDA();
   uint64_t seed = 100;
-  for (const Problem& p : problems) {
+  for (const Problem& p : direct_rows_problems()) {
     SCOPED_TRACE(p.to_string());
     ASSERT_NO_THROW(p.validate());
-    for (const char* rows : {"1", "0"}) {
+    for (const char* rows : {"", "1", "0"}) {
       SCOPED_TRACE(std::string("CONVT_DIRECT_ROWS=") + rows);
       const ScopedEnv env("CONVT_DIRECT_ROWS", rows);
       for (Layout layout : {Layout::kContiguous, Layout::kPermuted})
         for (const Precision& precision : kPrecisions)
           check_all_directions(p, layout, precision, ++seed, nullptr, false,
                                ForwardKernel::kDirect);
+    }
+  }
+}
+
+// The three forms of the direct forward (several rows a thread, one row a thread, one
+// output a thread) sum the same products in the same order: the same bits, every precision
+// and layout.
+TEST(CudaDirectForwardRows, EveryFormGivesTheSameBits) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 300;
+  for (const Problem& base : direct_rows_problems()) {
+    for (const Precision& precision : kPrecisions) {
+      for (Layout layout : {Layout::kContiguous, Layout::kPermuted}) {
+        Problem p = base;
+        p.dtype = precision.dtype;
+        SCOPED_TRACE(p.to_string() + " " + precision.name);
+        std::mt19937_64 rng(++seed);
+        CaseTensors t(p, layout, p.dtype, rng);
+        const DeviceTensor gx(t.x, nullptr), gw(t.w, nullptr), gb(t.b, nullptr);
+        ExecOptions opt;
+        opt.math = precision.math;
+        opt.forward_kernel = ForwardKernel::kDirect;
+        auto run = [&](const char* rows) {
+          const ScopedEnv env("CONVT_DIRECT_ROWS", rows);
+          HostTensor y(p.output_shape(), p.tensor_rank(), p.dtype, layout);
+          DeviceTensor gy(y, nullptr);
+          convt::forward(p, gx.ref, gw.ref, p.has_bias ? &gb.ref : nullptr, gy.ref, opt);
+          gy.download(y, nullptr);
+          return y.bytes;
+        };
+        const auto several = run("");
+        EXPECT_EQ(several, run("1"));
+        EXPECT_EQ(several, run("0"));
+      }
     }
   }
 }

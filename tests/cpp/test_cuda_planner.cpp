@@ -1729,10 +1729,13 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
   // Eight groups of 8 -> 4 (k4 s2): four merged would scatter their W taps, two do not.
   const Problem narrow = make_problem(2, 8, 64, 32, 8, {64, 64, 1}, {4, 4, 1}, {2, 2, 1},
                                       {1, 1, 0}, {0, 0, 0}, {1, 1, 1}, true);
-  // A 1-D depthwise layer of stride 4 (kernel 8): its merged plan would store each W phase
-  // on its own, every 4th element of a row, so it keeps the direct kernel.
+  // 1-D depthwise layers keep the direct kernel: of stride 4 (kernel 8), whose merged plan
+  // would store each W phase on its own, every 4th element of a row, and of stride 2
+  // (kernel 4), whose merged plan stores whole rows (zeros inserted along W).
   const Problem dw1d = make_problem(1, 8, 128, 128, 128, {4096, 1, 1}, {8, 1, 1},
                                     {4, 1, 1}, {2, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  const Problem dw1d_s2 = make_problem(1, 8, 256, 256, 256, {8192, 1, 1}, {4, 1, 1},
+                                       {2, 1, 1}, {1, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);
   int merged = 0, wg_only = 0;
   // (Groups of fewer than 8 input channels: merged by default.)
   unsetenv("CONVT_WG_GMERGE_SMALL");
@@ -1741,7 +1744,7 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
       if (strict && t != DType::kFloat32) continue;
       ExecOptions opt;
       if (strict) opt.math = MathMode::kStrictFP32;
-      for (Problem p : {kb72, kb75, six, dense, wide, dw, narrow, dw1d}) {
+      for (Problem p : {kb72, kb75, six, dense, wide, dw, narrow, dw1d, dw1d_s2}) {
         p.dtype = t;
         p = p.canonical3d();
         SCOPED_TRACE(p.to_string() + (strict ? " strict" : ""));
@@ -1755,14 +1758,16 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
         const bool none_own = !own.usable && p.in_channels_per_group() < 8;
         if (!own.wg && !none_own) m = 1;
         if (none_own) {
-          // (Groups without a plan of their own: merged only where the merged plan's stores
-          // fill at least half of each output row they touch.)
+          // (Groups without a plan of their own: merged only in 2-D and 3-D problems where
+          // the merged plan's stores fill at least half of each output row they touch.)
           setenv("CONVT_WG_GMERGE", std::to_string(m).c_str(), 1);
           const Plan full = convt::cuda::plan_implicit_gemm_fprop(p, opt);
           unsetenv("CONVT_WG_GMERGE");
           const bool dense_stores = p.stride[2] <= 2 || full.wg_wup > 1 || full.wg_wmerge ||
                                     full.wg_wpairs;
-          if (full.wg && !dense_stores) EXPECT_EQ(plan.wg_gmerge, 1) << full.describe();
+          const bool one_d = p.output_size(0) == 1 && p.output_size(1) == 1;
+          if (full.wg && (one_d || !dense_stores))
+            EXPECT_EQ(plan.wg_gmerge, 1) << full.describe();
         }
         if (plan.wg_gmerge == 1) {
           // (The merged problem's plan may not run on the wgmma kernel.)
@@ -1824,21 +1829,29 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
       EXPECT_EQ(plan.wg_gmerge, !plan.wg ? 1 : runs) << p.to_string() << ": " << plan.describe();
     }
   }
-  // The 1-D depthwise layer of stride 4 keeps the direct kernel (its merge, forced, runs
-  // wgmma with separate W phases); with CONVT_WG_GMERGE_SMALL=0, so does the 2-D one.
-  for (DType t : {DType::kFloat32, DType::kBFloat16}) {
-    Problem p = dw1d;
-    p.dtype = t;
-    p = p.canonical3d();
-    Plan plan = convt::cuda::plan_implicit_gemm_fprop(p, ExecOptions{});
-    EXPECT_FALSE(plan.usable) << plan.describe();
-    EXPECT_EQ(plan.wg_gmerge, 1);
-    setenv("CONVT_WG_GMERGE", t == DType::kFloat32 ? "16" : "32", 1);
-    plan = convt::cuda::plan_implicit_gemm_fprop(p, ExecOptions{});
-    unsetenv("CONVT_WG_GMERGE");
-    EXPECT_TRUE(plan.wg) << plan.describe();
-    EXPECT_EQ(plan.wg_wup, 1);
-    EXPECT_FALSE(plan.wg_wmerge || plan.wg_wpairs || plan.wg_scatter) << plan.describe();
+  // The 1-D depthwise layers keep the direct kernel (their merges, forced, run wgmma: with
+  // separate W phases at stride 4, with zeros inserted along W at stride 2); with
+  // CONVT_WG_GMERGE_SMALL=0, so does the 2-D one.
+  for (const Problem& q : {dw1d, dw1d_s2}) {
+    for (DType t : {DType::kFloat32, DType::kBFloat16}) {
+      Problem p = q;
+      p.dtype = t;
+      p = p.canonical3d();
+      SCOPED_TRACE(p.to_string());
+      Plan plan = convt::cuda::plan_implicit_gemm_fprop(p, ExecOptions{});
+      EXPECT_FALSE(plan.usable) << plan.describe();
+      EXPECT_EQ(plan.wg_gmerge, 1);
+      setenv("CONVT_WG_GMERGE", t == DType::kFloat32 ? "16" : "32", 1);
+      plan = convt::cuda::plan_implicit_gemm_fprop(p, ExecOptions{});
+      unsetenv("CONVT_WG_GMERGE");
+      EXPECT_TRUE(plan.wg) << plan.describe();
+      if (q.stride[0] == 4) {
+        EXPECT_EQ(plan.wg_wup, 1);
+        EXPECT_FALSE(plan.wg_wmerge || plan.wg_wpairs || plan.wg_scatter) << plan.describe();
+      } else {
+        EXPECT_EQ(plan.wg_wup, 2) << plan.describe();
+      }
+    }
   }
   setenv("CONVT_WG_GMERGE_SMALL", "0", 1);
   for (DType t : {DType::kFloat32, DType::kBFloat16}) {

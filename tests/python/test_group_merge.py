@@ -2,8 +2,9 @@
 merged into one GEMM"): in 16-bit types, groups of fewer than 16 input channels run several
 at a time with a block-diagonal weight (CONVT_WG_GMERGE=0 keeps them apart); float32 keeps
 its groups; groups of fewer than 8 input channels (depthwise), which have no tensor-core
-plan of their own, are merged too unless CONVT_WG_GMERGE_SMALL=0 (or where the merged plan
-would store every 4th element of the output's rows), and otherwise run the direct kernel.
+plan of their own, are merged too in 2-D and 3-D layers unless CONVT_WG_GMERGE_SMALL=0 (or
+where the merged plan would store every 4th element of the output's rows), and otherwise
+run the direct kernel.
 Results within the precision budget
 against a float64 reference, and an infinite or NaN input stays in its own group's outputs
 as in the float64 reference (a zero weight of another group times it must not leave a NaN
@@ -30,8 +31,12 @@ SMALL = [
     (2, 4, 64, 64, 64, (24, 24), 4, 2, 1, 0, 1),  # depthwise (CenterNet-like)
     (3, 2, 16, 24, 8, (4, 8, 8), 3, 2, 1, 1, 1),  # groups of 2 -> 3
 ]
-# 1-D depthwise of stride 4: its merged plan would store each W phase on its own.
-STRIDED_1D = (1, 4, 64, 64, 64, (4096,), 8, 4, 2, 0, 1)
+# 1-D depthwise layers: of stride 4, whose merged plan would store each W phase on its own,
+# and of stride 2, whose merged plan runs with zeros inserted along W.
+DEPTHWISE_1D = [
+    (1, 4, 64, 64, 64, (4096,), 8, 4, 2, 0, 1),
+    (1, 4, 64, 64, 64, (4096,), 4, 2, 1, 0, 1),
+]
 
 
 def _tensors(layer, dtype, seed):
@@ -105,15 +110,16 @@ def test_small_groups_merged_unless_off(layer, dtype, monkeypatch):
 
 @requires_convt_cuda
 @pytest.mark.parametrize("dtype", list(BUDGETS), ids=str)
-def test_strided_1d_depthwise_keeps_the_direct_kernel(dtype, monkeypatch):
-    """Merged, its W phases would each store every 4th element of a row: the direct kernel
-    runs it; forced (CONVT_WG_GMERGE=16 in float32, 32 in 16-bit types: 32 -> 32 float32
-    groups take another kernel), the merged plan, both within the budget."""
+@pytest.mark.parametrize("layer", DEPTHWISE_1D, ids=lambda l: f"k{l[6]}-s{l[7]}")
+def test_1d_depthwise_keeps_the_direct_kernel(layer, dtype, monkeypatch):
+    """The direct kernel runs 1-D depthwise layers (faster there than their merged plans);
+    forced (CONVT_WG_GMERGE=16 in float32, 32 in 16-bit types: 32 -> 32 float32 groups take
+    another kernel), the merged plan; both within the budget."""
     if not _sm90():
         pytest.skip("groups are merged on the sm_90a wgmma kernel")
     monkeypatch.delenv("CONVT_WG_GMERGE", raising=False)
     monkeypatch.delenv("CONVT_WG_GMERGE_SMALL", raising=False)
-    dims, x, w, b, kw = _tensors(STRIDED_1D, dtype, 5)
+    dims, x, w, b, kw = _tensors(layer, dtype, 5)
     ref = _reference(dims, x, w, b, kw)
     what, y = _run(dims, x, w, b, kw, dtype)
     assert what.startswith("direct kernel"), what

@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -343,17 +344,32 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 // its columns once (a table in shared memory: the first tap's input and weight offsets and
 // the tap count, per column), and per chunk each thread solves one row's D and H taps and
 // offsets into shared memory; then every output is a few shared-memory reads and its taps'
-// loads and multiply-adds. Each output's address of every product is the one forward_kernel
+// loads and multiply-adds, a thread taking several rows at a time with all their loads
+// issued before their products (the kernel is bound by load latency: one output's loads
+// in flight a thread left most of the memory system idle). Each output's address of every
+// product is the one forward_kernel
 // computes, and the products are summed in the same order (per tap a partial sum over the
 // input channels, added to the output's sum), so the results are the same bit for bit.
 struct RowsShape {
   int tw, tw_log2;     // output columns per block (a power of two, 1..256)
   int chunk_rows;      // rows per chunk: a multiple of 256 / tw, at most 256
   int rows, w_tiles;   // output rows N * C_out * D * H, column tiles
+  bool one_row;        // one row a thread at a time (CONVT_DIRECT_ROWS=1), else kRows
 };
 
+// Output rows a thread of forward_rows_kernel runs at a time, by its kCig and the size of
+// its accumulator type: as many as keep the loads in flight (two W taps' input and weight,
+// kCig channels each, per row) within the 64 registers of __launch_bounds__(256, 4) without
+// spills (checked with ptxas -v for sm_90a: 4 rows of 2 float channels spill, of 2 bfloat16
+// channels do not, 2 rows of 4 double channels spill); 2 with the channel loop not unrolled.
+__host__ __device__ constexpr int forward_rows_per_thread(int cig, int acc_bytes) {
+  return cig == 1 ? 4 : cig == 4 && acc_bytes > 4 ? 1 : 2;
+}
+
 // kCig: the input channels per group where 1, 2 or 4 (the channel loop unrolled), else 0.
-template <typename T, int kCig>
+// kRows: the rows a thread runs at a time (forward_rows_per_thread; 1 where
+// CONVT_DIRECT_ROWS=1 asks, for measuring).
+template <typename T, int kCig, int kRows>
 __global__ void __launch_bounds__(kThreads, 4)
     forward_rows_kernel(const DirectParams p, const RowsShape rs, const T* __restrict__ x,
                         const T* __restrict__ w, const T* __restrict__ b,
@@ -420,61 +436,116 @@ __global__ void __launch_bounds__(kThreads, 4)
     const int cx = col_x[col], cw = col_w[col];
     const int y_col = (ow0 + col) * int(p.y_str[4]);
     const int rows_here = min(rs.chunk_rows, rs.rows - r0);
-    for (int rr = row_in_pass; rr < rows_here; rr += rows_per_pass) {
-      const int nd = row_nd[rr], nh = row_nh[rr];
-      const int xr = row_x[rr] + cx, wr = row_w[rr] + cw;
-      A acc = A(0);
-      for (int jd = 0; jd < nd; ++jd) {
-        for (int jh = 0; jh < nh; ++jh) {
-          const int xh = xr + jd * sxd + jh * sxh, wh = wr + jd * swd + jh * swh;
+    // kRows rows a thread at a time (rows rr, rr + rows_per_pass, ...): their loads are
+    // issued together, so that each thread has that many outputs' loads in flight. Each
+    // row visits its own D and H taps (inactive past its counts) in its own order.
+    for (int rr = row_in_pass; rr < rows_here; rr += kRows * rows_per_pass) {
+      int nd[kRows], nh[kRows], xr[kRows], wr[kRows];
+      A acc[kRows];
+      int nd_max = 0, nh_max = 0;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int q = rr + r * rows_per_pass;
+        const bool here = q < rows_here;
+        nd[r] = here ? row_nd[q] : 0;
+        nh[r] = here ? row_nh[q] : 0;
+        xr[r] = here ? row_x[q] + cx : 0;
+        wr[r] = here ? row_w[q] + cw : 0;
+        acc[r] = A(0);
+        nd_max = max(nd_max, nd[r]);
+        nh_max = max(nh_max, nh[r]);
+      }
+      for (int jd = 0; jd < nd_max; ++jd) {
+        for (int jh = 0; jh < nh_max; ++jh) {
+          bool on[kRows];
+          int xh[kRows], wh[kRows];
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) {
+            on[r] = jd < nd[r] && jh < nh[r];
+            xh[r] = xr[r] + jd * sxd + jh * sxh;
+            wh[r] = wr[r] + jd * swd + jh * swh;
+          }
           if constexpr (kCig > 0) {
-            // W taps two at a time, both taps' loads issued before their products (the
-            // products and their order unchanged).
+            // W taps two at a time, both taps' loads of every row issued before their
+            // products (the products and their order unchanged).
             int jw = 0;
             for (; jw + 1 < cn; jw += 2) {
-              const int xo = xh + jw * sxw, wo = wh + jw * sww;
-              A xa[kCig], wa[kCig], xb[kCig], wb[kCig];
+              A xa[kRows][kCig], wa[kRows][kCig], xb[kRows][kCig], wb[kRows][kCig];
 #pragma unroll
-              for (int ci = 0; ci < kCig; ++ci) {
-                xa[ci] = E::load(x + (xo + ci * xs1));
-                wa[ci] = E::load(w + (wo + ci * ws0));
-                xb[ci] = E::load(x + (xo + sxw + ci * xs1));
-                wb[ci] = E::load(w + (wo + sww + ci * ws0));
+              for (int r = 0; r < kRows; ++r) {
+                const int xo = xh[r] + jw * sxw, wo = wh[r] + jw * sww;
+#pragma unroll
+                for (int ci = 0; ci < kCig; ++ci) {
+                  xa[r][ci] = on[r] ? E::load(x + (xo + ci * xs1)) : A(0);
+                  wa[r][ci] = on[r] ? E::load(w + (wo + ci * ws0)) : A(0);
+                  xb[r][ci] = on[r] ? E::load(x + (xo + sxw + ci * xs1)) : A(0);
+                  wb[r][ci] = on[r] ? E::load(w + (wo + sww + ci * ws0)) : A(0);
+                }
               }
-              A part = A(0);
 #pragma unroll
-              for (int ci = 0; ci < kCig; ++ci) part = E::madd(xa[ci], wa[ci], part);
-              acc += part;
-              part = A(0);
+              for (int r = 0; r < kRows; ++r) {
+                if (!on[r]) continue;
+                A part = A(0);
 #pragma unroll
-              for (int ci = 0; ci < kCig; ++ci) part = E::madd(xb[ci], wb[ci], part);
-              acc += part;
+                for (int ci = 0; ci < kCig; ++ci) part = E::madd(xa[r][ci], wa[r][ci], part);
+                acc[r] += part;
+                part = A(0);
+#pragma unroll
+                for (int ci = 0; ci < kCig; ++ci) part = E::madd(xb[r][ci], wb[r][ci], part);
+                acc[r] += part;
+              }
             }
             if (jw < cn) {
-              const int xo = xh + jw * sxw, wo = wh + jw * sww;
-              A part = A(0);
+              A xa[kRows][kCig], wa[kRows][kCig];
 #pragma unroll
-              for (int ci = 0; ci < kCig; ++ci)
-                part = E::madd(E::load(x + (xo + ci * xs1)), E::load(w + (wo + ci * ws0)), part);
-              acc += part;
+              for (int r = 0; r < kRows; ++r) {
+                const int xo = xh[r] + jw * sxw, wo = wh[r] + jw * sww;
+#pragma unroll
+                for (int ci = 0; ci < kCig; ++ci) {
+                  xa[r][ci] = on[r] ? E::load(x + (xo + ci * xs1)) : A(0);
+                  wa[r][ci] = on[r] ? E::load(w + (wo + ci * ws0)) : A(0);
+                }
+              }
+#pragma unroll
+              for (int r = 0; r < kRows; ++r) {
+                if (!on[r]) continue;
+                A part = A(0);
+#pragma unroll
+                for (int ci = 0; ci < kCig; ++ci) part = E::madd(xa[r][ci], wa[r][ci], part);
+                acc[r] += part;
+              }
             }
           } else {
             for (int jw = 0; jw < cn; ++jw) {
-              const T* xp = x + (xh + jw * sxw);
-              const T* wp = w + (wh + jw * sww);
-              A part = A(0);
+              A part[kRows];
+#pragma unroll
+              for (int r = 0; r < kRows; ++r) part[r] = A(0);
               for (int ci = 0; ci < cig; ++ci) {
-                part = E::madd(E::load(xp), E::load(wp), part);
-                xp += xs1;
-                wp += ws0;
+                A xv[kRows], wv[kRows];
+#pragma unroll
+                for (int r = 0; r < kRows; ++r) {
+                  const int o = ci * xs1 + jw * sxw, ow = ci * ws0 + jw * sww;
+                  xv[r] = on[r] ? E::load(x + (xh[r] + o)) : A(0);
+                  wv[r] = on[r] ? E::load(w + (wh[r] + ow)) : A(0);
+                }
+#pragma unroll
+                for (int r = 0; r < kRows; ++r) part[r] = E::madd(xv[r], wv[r], part[r]);
               }
-              acc += part;
+#pragma unroll
+              for (int r = 0; r < kRows; ++r)
+                if (on[r]) acc[r] += part[r];
             }
           }
         }
       }
-      if (b != nullptr) acc += row_b[rr];
-      E::store(y + (row_y[rr] + y_col), acc);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int q = rr + r * rows_per_pass;
+        if (q >= rows_here) continue;
+        A v = acc[r];
+        if (b != nullptr) v += row_b[q];
+        E::store(y + (row_y[q] + y_col), v);
+      }
     }
   }
 }
@@ -677,7 +748,9 @@ inline bool forward_fits_int32(const DirectParams& p, int64_t total, int64_t gri
 }
 
 // forward_rows_kernel's shape for p, and whether it runs it: where forward_fits_int32 holds
-// (and CONVT_DIRECT_ROWS=0, read at every call, does not ask for the per-output kernel).
+// (and CONVT_DIRECT_ROWS=0, read at every call, does not ask for the per-output kernel;
+// CONVT_DIRECT_ROWS=1 asks for one row a thread at a time, the form before
+// forward_rows_per_thread, for measuring).
 // Column tiles of the next power of two at or above W, up to 256; chunks of 256 rows,
 // halved while that would leave fewer than max_blocks / 8 blocks.
 inline bool forward_rows_shape(const DirectParams& p, int64_t total, int64_t max_blocks,
@@ -685,6 +758,7 @@ inline bool forward_rows_shape(const DirectParams& p, int64_t total, int64_t max
   const char* env = std::getenv("CONVT_DIRECT_ROWS");
   if (env != nullptr && env[0] == '0') return false;
   if (!forward_fits_int32(p, total, int64_t(kThreads) * 65535)) return false;
+  rs.one_row = env != nullptr && env[0] == '1';
   rs.tw = 1;
   rs.tw_log2 = 0;
   while (rs.tw < kThreads && rs.tw < p.out[2]) {
@@ -711,18 +785,27 @@ cudaError_t launch_forward(const DirectParams& p, const T* x, const T* w, const 
     const int64_t chunks = (int64_t(rs.rows) + rs.chunk_rows - 1) / rs.chunk_rows;
     const int64_t per_tile = std::max<int64_t>(max_blocks / rs.w_tiles, 1);
     const dim3 grid(unsigned(rs.w_tiles), unsigned(std::min<int64_t>({chunks, per_tile, 65535})));
+    const auto launch = [&](auto cig) {
+      constexpr int kCig = decltype(cig)::value;
+      constexpr int kRows =
+          forward_rows_per_thread(kCig, int(sizeof(typename Elem<T>::Acc)));
+      if (rs.one_row)
+        forward_rows_kernel<T, kCig, 1><<<grid, kThreads, 0, stream>>>(p, rs, x, w, b, y);
+      else
+        forward_rows_kernel<T, kCig, kRows><<<grid, kThreads, 0, stream>>>(p, rs, x, w, b, y);
+    };
     switch (p.cig) {
       case 1:
-        forward_rows_kernel<T, 1><<<grid, kThreads, 0, stream>>>(p, rs, x, w, b, y);
+        launch(std::integral_constant<int, 1>{});
         break;
       case 2:
-        forward_rows_kernel<T, 2><<<grid, kThreads, 0, stream>>>(p, rs, x, w, b, y);
+        launch(std::integral_constant<int, 2>{});
         break;
       case 4:
-        forward_rows_kernel<T, 4><<<grid, kThreads, 0, stream>>>(p, rs, x, w, b, y);
+        launch(std::integral_constant<int, 4>{});
         break;
       default:
-        forward_rows_kernel<T, 0><<<grid, kThreads, 0, stream>>>(p, rs, x, w, b, y);
+        launch(std::integral_constant<int, 0>{});
     }
     return cudaGetLastError();
   }
