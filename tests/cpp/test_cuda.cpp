@@ -1024,6 +1024,26 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaGroupMerge,
                          ::testing::Range(0, static_cast<int>(group_merge_cases().size())),
                          indexed_case_name);
 
+// Fuzzed 2-D and 3-D layers of 1, 2 or 4 input channels a group (small_group_cases: 8-32
+// groups, random kernel, stride, padding, dilation, output padding, every layout) run as
+// the dispatch plans them, their groups merged on the wgmma kernel where the planner merges
+// them (a third at least in every dtype: CudaPlanner.SmallGroupCasesMergeOften) and the
+// direct kernel elsewhere, every precision and direction against the float64 oracle.
+class CudaSmallGroupsDispatched : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaSmallGroupsDispatched, MatchesFloat64Oracle) {
+  SKIP_WITHOUT_CUDA();
+  static const std::vector<Case> all = small_group_cases();
+  const Case& c = all[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(c.name());
+  for (const Precision& precision : kPrecisions)
+    check_all_directions(c.problem, c.layout, precision, 6151u * uint64_t(GetParam()) + 5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaSmallGroupsDispatched,
+                         ::testing::Range(0, static_cast<int>(small_group_cases().size())),
+                         indexed_case_name);
+
 // With groups merged, an infinite or NaN input must not reach the other groups of its
 // merged group through their zero weights (inf * 0 = NaN): the input copy flags it and the
 // direct kernel recomputes the output. Infinities and a NaN in input channels 9, 15 and 17,

@@ -281,6 +281,49 @@ inline std::vector<Case> sweep_cases(int count = 600, uint64_t seed = 20261121) 
   return cases;
 }
 
+// 2-D and 3-D layers of 1, 2 or 4 input channels a group (8-32 groups, 1-3 output channels
+// a group), random kernel, stride, padding, dilation and output padding, every layout, with
+// and without bias: sizes big enough that the planner merges many of their groups onto the
+// wgmma kernel (CudaPlanner.SmallGroupCasesMergeOften), small enough for the float64
+// oracle. Deterministic.
+inline std::vector<Case> small_group_cases(int count = 24, uint64_t seed = 20261128) {
+  std::mt19937_64 rng(seed);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const Layout layouts[] = {Layout::kContiguous, Layout::kChannelsLast, Layout::kGapped,
+                            Layout::kPermuted};
+  const int64_t group_counts[] = {8, 16, 32};
+  const int64_t cigs[] = {1, 1, 2, 4};
+  std::vector<Case> cases;
+  while (static_cast<int>(cases.size()) < count) {
+    Problem p;
+    p.spatial_dims = static_cast<int>(pick(2, 3));
+    p.groups = group_counts[pick(0, 2)];
+    p.in_channels = p.groups * cigs[pick(0, 3)];
+    p.out_channels = p.groups * pick(1, 3);
+    p.batch = pick(1, 2);
+    for (int d = 0; d < p.spatial_dims; ++d) {
+      const bool w = d + 1 == p.spatial_dims;
+      p.input_size[d] = w ? pick(24, 64) : (d == 0 && p.spatial_dims == 3 ? pick(2, 6) : pick(8, 32));
+      p.kernel_size[d] = pick(1, 4);
+      p.stride[d] = pick(1, 3);
+      p.dilation[d] = pick(1, 2);
+      p.padding[d] = pick(0, p.dilation[d] * (p.kernel_size[d] - 1));
+      p.output_padding[d] = pick(0, std::max(p.stride[d], p.dilation[d]) - 1);
+    }
+    p.has_bias = pick(0, 1) == 1;
+    try {
+      p.validate();
+    } catch (const convt::Error&) {
+      continue;
+    }
+    if (p.output_numel() > (int64_t(1) << 20)) continue;  // (the oracle's time)
+    cases.push_back({p, layouts[pick(0, 3)]});
+  }
+  return cases;
+}
+
 // Tensors for one case, filled with random values in [-1, 1]. Outputs are NaN-poisoned.
 struct CaseTensors {
   HostTensor x, w, b, y;
