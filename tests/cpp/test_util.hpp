@@ -281,12 +281,13 @@ inline std::vector<Case> sweep_cases(int count = 600, uint64_t seed = 20261121) 
   return cases;
 }
 
-// 2-D and 3-D layers of 1, 2 or 4 input channels a group (8-32 groups, 1-3 output channels
-// a group), random kernel, stride, padding, dilation and output padding, every layout, with
-// and without bias: sizes big enough that the planner merges many of their groups onto the
-// wgmma kernel (CudaPlanner.SmallGroupCasesMergeOften), small enough for the float64
-// oracle. Deterministic.
-inline std::vector<Case> small_group_cases(int count = 24, uint64_t seed = 20261128) {
+// Layers of 1, 2 or 4 input channels a group (8-32 groups, 1-3 output channels a group;
+// 2-D and 3-D, or from min_dims on), random kernel, stride, padding, dilation and output
+// padding, every layout, with and without bias: sizes big enough that the planner merges
+// many of their groups onto the wgmma kernel (CudaPlanner.SmallGroupCasesMergeOften),
+// small enough for the float64 oracle. Deterministic for a seed.
+inline std::vector<Case> small_group_cases(int count = 24, uint64_t seed = 20261128,
+                                           int min_dims = 2) {
   std::mt19937_64 rng(seed);
   auto pick = [&](int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
@@ -298,7 +299,7 @@ inline std::vector<Case> small_group_cases(int count = 24, uint64_t seed = 20261
   std::vector<Case> cases;
   while (static_cast<int>(cases.size()) < count) {
     Problem p;
-    p.spatial_dims = static_cast<int>(pick(2, 3));
+    p.spatial_dims = static_cast<int>(pick(min_dims, 3));
     p.groups = group_counts[pick(0, 2)];
     p.in_channels = p.groups * cigs[pick(0, 3)];
     p.out_channels = p.groups * pick(1, 3);
