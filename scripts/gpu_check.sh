@@ -32,6 +32,7 @@
 #   bash scripts/gpu_check.sh install pairs-ab   # W phase pairs (channel-major, float32 one-tap) on and off
 #   bash scripts/gpu_check.sh install gmerge-ab   # groups merged (CONVT_WG_GMERGE) against the default and none
 #   bash scripts/gpu_check.sh install direct-ab   # the direct forward's rows a thread, several against one
+#   bash scripts/gpu_check.sh install channels-ab   # the direct forward's output channels a thread, and bench
 #   bash scripts/gpu_check.sh install dispatch-ab   # the dispatch against each kernel forced
 #   bash scripts/gpu_check.sh install rules-ab   # the planner's rules of 274d21e-0d26e69 against what each replaced
 #   bash scripts/gpu_check.sh build install splitk   # split K: its tests, then the few-tile layers with and without
@@ -373,6 +374,28 @@ if has direct-ab; then
   step direct-ab-1d python3 scripts/env_ab.py --suite scripts/suites/groups.json \
     --cases dw1d_128_s4 --dtype fp32,bf16 --rounds 2 --gpu-time base= \
     onerow=CONVT_DIRECT_ROWS=1
+fi
+if has channels-ab; then
+  # The direct forward's several output channels a thread (forward_channels_kernel, the
+  # default) against the kernel by rows (CONVT_DIRECT_CHANNELS=0): GPU time, one build, on
+  # few-input-channel layers (scripts/suites/few_channels.json), 1-D narrow groups
+  # (scripts/suites/groups_1d.json, with groups merged 16 at a time onto wgmma too) and the
+  # small-group suite (kept on the direct kernel, CONVT_WG_GMERGE_SMALL=0, against the
+  # default dispatch, merged); then convt bench against PyTorch on the few-channel layers.
+  step channels-ab python3 scripts/env_ab.py --suite scripts/suites/few_channels.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time base= rows=CONVT_DIRECT_CHANNELS=0
+  grep -E "geomean" "$OUT/channels-ab.log" | tee -a "$SUMMARY"
+  step channels-ab-1d python3 scripts/env_ab.py --suite scripts/suites/groups_1d.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time base= rows=CONVT_DIRECT_CHANNELS=0 \
+    m16=CONVT_WG_GMERGE=16
+  grep -E "geomean" "$OUT/channels-ab-1d.log" | tee -a "$SUMMARY"
+  step channels-ab-small python3 scripts/env_ab.py --suite docs/data/small-groups-suite.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time base= direct=CONVT_WG_GMERGE_SMALL=0 \
+    rows=CONVT_WG_GMERGE_SMALL=0,CONVT_DIRECT_CHANNELS=0
+  grep -E "geomean" "$OUT/channels-ab-small.log" | tee -a "$SUMMARY"
+  step bench-few python3 -m convt bench --suite scripts/suites/few_channels.json \
+    --dtype fp32,bf16 --json "$OUT/few-channels.json"
+  grep -E "geomean" "$OUT/bench-few.log" | tee -a "$SUMMARY"
 fi
 if has pairs-ab; then
   # The W phase pairs against the dispatch without them (GPU time, one build): on channel-major

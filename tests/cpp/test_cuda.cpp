@@ -261,29 +261,37 @@ INSTANTIATE_TEST_SUITE_P(Sweep, CudaSweep,
                                           quick_mode() ? 8 : 1),
                          indexed_case_name);
 
-// An environment variable set for a scope (unset again however the scope ends).
-struct ScopedEnv {
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-  const char* name_;
+// The forms of the direct forward, as the settings that ask for them: several output
+// channels a thread where a group has three or more (the default; kCo by the planner's rule,
+// and 16, which the small test problems would not get), several rows a thread
+// (CONVT_DIRECT_CHANNELS=0), one row a thread (CONVT_DIRECT_ROWS=1), one output a thread
+// (CONVT_DIRECT_ROWS=0).
+struct DirectForm {
+  const char* channels;
+  const char* rows;
+  std::string name() const {
+    return std::string("CONVT_DIRECT_CHANNELS=") + channels + " CONVT_DIRECT_ROWS=" + rows;
+  }
 };
+const std::vector<DirectForm>& direct_forms() {
+  static const std::vector<DirectForm> forms = {
+      {"", ""}, {"16", ""}, {"0", ""}, {"", "1"}, {"", "0"}};
+  return forms;
+}
 
 // The direct forward kernels asked for on every other case of the sweep (depthwise and
 // other small groups, strides, dilation, padding, output_padding, every layout), every
-// precision, against the float64 oracle: the kernel by rows of outputs (the default where
-// offsets fit an int; with one row a thread at a time, CONVT_DIRECT_ROWS=1) and the
-// per-output kernel (CONVT_DIRECT_ROWS=0).
+// precision, against the float64 oracle, in every form (direct_forms).
 class CudaDirectForward : public ::testing::TestWithParam<int> {};
 
 TEST_P(CudaDirectForward, MatchesFloat64Oracle) {
   SKIP_WITHOUT_CUDA();
   const Case& c = cases()[static_cast<size_t>(GetParam())];
   SCOPED_TRACE(c.name());
-  for (const char* rows : {"", "1", "0"}) {
-    SCOPED_TRACE(std::string("CONVT_DIRECT_ROWS=") + rows);
-    const ScopedEnv env("CONVT_DIRECT_ROWS", rows);
+  for (const DirectForm& form : direct_forms()) {
+    SCOPED_TRACE(form.name());
+    const ScopedEnv channels("CONVT_DIRECT_CHANNELS", form.channels);
+    const ScopedEnv rows("CONVT_DIRECT_ROWS", form.rows);
     for (const Precision& precision : kPrecisions)
       check_all_directions(c.problem, c.layout, precision, 7919u * uint64_t(GetParam()) + 2,
                            nullptr, false, ForwardKernel::kDirect);
@@ -329,8 +337,11 @@ TEST(CudaEdgeCases, StridesAndDilationsOutsideTheSweep) {
 
 // The direct forward by rows of outputs at its own boundaries: several column tiles with a
 // partial last one, columns that leave most of a 32-column tile empty, a single column,
-// and row counts that leave partial chunks (or halve them for lack of blocks); against the
-// one-row (CONVT_DIRECT_ROWS=1) and per-output kernel's (=0) paths too.
+// and row counts that leave partial chunks (or halve them for lack of blocks); and the
+// kernel of several output channels a thread at its: 1-5 input channels a group (the
+// channel loop unrolled and not), chunks of 4, 8 and 16 channels with a partial last one,
+// a weight table too large for shared memory (the kernel by rows instead); in every form
+// (direct_forms, with kCo 4 and 8 too).
 std::vector<Problem> direct_rows_problems() {
   return {
       // 1-D depthwise, 1401 output columns: six tiles of 256, the last one partial.
@@ -352,6 +363,25 @@ std::vector<Problem> direct_rows_problems() {
       // between rows.
       make_problem(3, 2, 10, 4, 2, {3, 4, 9}, {3, 2, 3}, {2, 3, 2}, {1, 0, 1}, {1, 2, 0},
                    {1, 1, 2}, false),
+      // 2-D, 3 -> 16 channels (an image's), k3 s2 with output_padding, 32 columns.
+      make_problem(2, 3, 3, 16, 1, {9, 16, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 1, 0},
+                   {1, 1, 1}, true),
+      // 3-D, 1 -> 21 channels (chunks of 16 and 8 leave a partial last one), dilated W.
+      make_problem(3, 2, 1, 21, 1, {3, 5, 6}, {2, 3, 3}, {1, 2, 1}, {0, 1, 1}, {0, 1, 0},
+                   {1, 1, 2}, true),
+      // 1-D, 2 groups of 2 -> 5 channels, k5 s3, 302 columns (two tiles).
+      make_problem(1, 2, 4, 10, 2, {100, 1, 1}, {5, 1, 1}, {3, 1, 1}, {1, 0, 0}, {2, 0, 0},
+                   {1, 1, 1}, false),
+      // 2-D, 4 -> 12 channels a group, 3 groups, W stride 3 (phases of one and two taps).
+      make_problem(2, 2, 12, 36, 3, {6, 11, 1}, {2, 5, 1}, {1, 3, 1}, {0, 1, 0}, {0, 2, 0},
+                   {1, 1, 1}, true),
+      // 2-D, 6 -> 9 channels (the channel loop not unrolled, kCo 8 at most).
+      make_problem(2, 2, 6, 9, 1, {5, 7, 1}, {3, 2, 1}, {1, 2, 1}, {1, 0, 0}, {0, 1, 0},
+                   {2, 1, 1}, true),
+      // 3-D, 8 -> 4 channels, 7 x 7 x 8 taps: the weight table of 4 channels (50 KB in
+      // float32) does not fit, the kernel by rows runs.
+      make_problem(3, 1, 8, 4, 1, {2, 2, 3}, {7, 7, 8}, {1, 1, 1}, {3, 3, 3}, {0, 0, 0},
+                   {1, 1, 1}, false),
   };
 }
 
@@ -361,9 +391,13 @@ TEST(CudaDirectForwardRows, ColumnTilesAndRowChunks) {
   for (const Problem& p : direct_rows_problems()) {
     SCOPED_TRACE(p.to_string());
     ASSERT_NO_THROW(p.validate());
-    for (const char* rows : {"", "1", "0"}) {
-      SCOPED_TRACE(std::string("CONVT_DIRECT_ROWS=") + rows);
-      const ScopedEnv env("CONVT_DIRECT_ROWS", rows);
+    std::vector<DirectForm> forms = direct_forms();
+    forms.push_back({"4", ""});
+    forms.push_back({"8", ""});
+    for (const DirectForm& form : forms) {
+      SCOPED_TRACE(form.name());
+      const ScopedEnv channels("CONVT_DIRECT_CHANNELS", form.channels);
+      const ScopedEnv rows("CONVT_DIRECT_ROWS", form.rows);
       for (Layout layout : {Layout::kContiguous, Layout::kPermuted})
         for (const Precision& precision : kPrecisions)
           check_all_directions(p, layout, precision, ++seed, nullptr, false,
@@ -372,9 +406,9 @@ TEST(CudaDirectForwardRows, ColumnTilesAndRowChunks) {
   }
 }
 
-// The three forms of the direct forward (several rows a thread, one row a thread, one
-// output a thread) sum the same products in the same order: the same bits, every precision
-// and layout.
+// The forms of the direct forward (several output channels a thread with every kCo,
+// several rows a thread, one row a thread, one output a thread) sum the same products in
+// the same order: the same bits, every precision and layout.
 TEST(CudaDirectForwardRows, EveryFormGivesTheSameBits) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 300;
@@ -390,17 +424,20 @@ TEST(CudaDirectForwardRows, EveryFormGivesTheSameBits) {
         ExecOptions opt;
         opt.math = precision.math;
         opt.forward_kernel = ForwardKernel::kDirect;
-        auto run = [&](const char* rows) {
-          const ScopedEnv env("CONVT_DIRECT_ROWS", rows);
+        auto run = [&](const char* channels, const char* rows) {
+          const ScopedEnv env_channels("CONVT_DIRECT_CHANNELS", channels);
+          const ScopedEnv env_rows("CONVT_DIRECT_ROWS", rows);
           HostTensor y(p.output_shape(), p.tensor_rank(), p.dtype, layout);
           DeviceTensor gy(y, nullptr);
           convt::forward(p, gx.ref, gw.ref, p.has_bias ? &gb.ref : nullptr, gy.ref, opt);
           gy.download(y, nullptr);
           return y.bytes;
         };
-        const auto several = run("");
-        EXPECT_EQ(several, run("1"));
-        EXPECT_EQ(several, run("0"));
+        const auto per_output = run("", "0");
+        EXPECT_EQ(per_output, run("", "1"));
+        EXPECT_EQ(per_output, run("0", ""));
+        for (const char* channels : {"", "4", "8", "16"})
+          EXPECT_EQ(per_output, run(channels, "")) << "CONVT_DIRECT_CHANNELS=" << channels;
       }
     }
   }

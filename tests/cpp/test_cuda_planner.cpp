@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdint>
 #include <random>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "convt/convt.hpp"
+#include "convt/cuda/direct_shapes.hpp"
 #include "convt/cuda/fast_divmod.hpp"
 #include "cuda/fprop_implicit_gemm.hpp"
 #include "test_util.hpp"
@@ -32,6 +34,7 @@ using convt::ForwardKernel;
 using convt::MathMode;
 using convt::Problem;
 using Plan = convt::cuda::ImplicitGemmFpropPlan;
+using convt::test::ScopedEnv;
 
 // W taps of the widest phase and the input-column step between a phase's consecutive
 // taps, by enumerating every phase and tap: tap k reaches output phase r when
@@ -1948,6 +1951,182 @@ TEST(CudaPlanner, SmallGroupCasesMergeOften) {
     }
     EXPECT_GE(3 * merged, int(cases.size())) << merged << " of " << cases.size();
   }
+}
+
+// The direct forward's parameters for a contiguous canonical problem (D, H, W; 1 for the
+// dimensions a 1-D or 2-D layer lacks).
+convt::cuda::direct::DirectParams direct_params(int64_t n, int64_t c_in, int64_t c_out,
+                                                int64_t groups, std::array<int64_t, 3> in,
+                                                std::array<int64_t, 3> k,
+                                                std::array<int64_t, 3> s,
+                                                std::array<int64_t, 3> pad) {
+  convt::cuda::direct::DirectParams p{};
+  p.N = n;
+  p.C_in = c_in;
+  p.C_out = c_out;
+  p.groups = groups;
+  p.cig = c_in / groups;
+  p.cog = c_out / groups;
+  for (int d = 0; d < 3; ++d) {
+    p.in[d] = in[d];
+    p.k[d] = k[d];
+    p.stride[d] = s[d];
+    p.pad[d] = pad[d];
+    p.dil[d] = 1;
+    p.out[d] = (in[d] - 1) * s[d] - 2 * pad[d] + (k[d] - 1) + 1;
+  }
+  auto strides = [](int64_t* str, int64_t a, int64_t b, const int64_t* sp) {
+    str[4] = 1;
+    str[3] = sp[2];
+    str[2] = sp[1] * sp[2];
+    str[1] = sp[0] * sp[1] * sp[2];
+    str[0] = b * str[1];
+    (void)a;
+  };
+  strides(p.x_str, n, c_in, p.in);
+  strides(p.w_str, c_in, p.cog, p.k);
+  strides(p.y_str, n, c_out, p.out);
+  p.b_str = 1;
+  convt::cuda::direct::finish_params(p);
+  return p;
+}
+
+// The direct forward's several output channels a thread (forward_channels_shape): groups of
+// three output channels or more, kCo 16 / 8 / 4 by the group's channels, the wave of blocks
+// and the weight table's 48 KB, its caps (8 with more than 4 input channels a group, 4 in
+// float64), and the settings that ask for a kCo or for the kernels by rows.
+TEST(CudaPlanner, DirectChannelsKernelTakesTheWidestChunkThatFillsTheMachine) {
+  using convt::cuda::direct::ChannelsShape;
+  using convt::cuda::direct::forward_channels_shape;
+  const int64_t max_blocks = 132 * 32;  // an H100's multiprocessors, as the backend passes
+  auto total = [](const convt::cuda::direct::DirectParams& p) {
+    return p.N * p.C_out * p.out[0] * p.out[1] * p.out[2];
+  };
+  auto shape = [&](const convt::cuda::direct::DirectParams& p, int acc_bytes, ChannelsShape& cs) {
+    return forward_channels_shape(p, total(p), max_blocks, acc_bytes, cs);
+  };
+  ChannelsShape cs{};
+  // A batch of 128 RGB volumes into 16 channels: 16 channels a thread, one chunk.
+  const auto rgb3d = direct_params(128, 3, 16, 1, {16, 32, 32}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1});
+  ASSERT_TRUE(shape(rgb3d, 4, cs));
+  EXPECT_EQ(cs.kco, 16);
+  EXPECT_EQ(cs.co_chunks, 1);
+  EXPECT_EQ(cs.taps, 27);
+  EXPECT_EQ(cs.smem_bytes, 27 * 3 * 16 * 4);
+  EXPECT_EQ(cs.rows, 128 * 31 * 63);
+  EXPECT_EQ(cs.tw, 64);
+  // float64: 4 channels a thread, 4 chunks.
+  ASSERT_TRUE(shape(rgb3d, 8, cs));
+  EXPECT_EQ(cs.kco, 4);
+  EXPECT_EQ(cs.co_chunks, 4);
+  // Groups of 2 or 1 output channels: the kernel by rows; of 3: one chunk of 4.
+  EXPECT_FALSE(shape(direct_params(8, 256, 256, 128, {1, 1, 4096}, {1, 1, 4}, {1, 1, 2},
+                                   {0, 0, 1}), 4, cs));
+  EXPECT_FALSE(shape(direct_params(8, 64, 64, 64, {1, 64, 64}, {1, 4, 4}, {1, 2, 2},
+                                   {0, 1, 1}), 4, cs));
+  ASSERT_TRUE(shape(direct_params(8, 64, 96, 32, {1, 64, 64}, {1, 3, 3}, {1, 1, 1},
+                                  {0, 1, 1}), 4, cs));
+  EXPECT_EQ(cs.kco, 4);
+  EXPECT_EQ(cs.co_chunks, 1);
+  // 8 to 11 channels: 8 a thread; 6 input channels a group cap 16 at 8.
+  ASSERT_TRUE(shape(direct_params(64, 4, 10, 1, {1, 64, 64}, {1, 4, 4}, {1, 2, 2}, {0, 1, 1}),
+                    4, cs));
+  EXPECT_EQ(cs.kco, 8);
+  EXPECT_EQ(cs.co_chunks, 2);
+  ASSERT_TRUE(shape(direct_params(64, 6, 64, 1, {1, 64, 64}, {1, 4, 4}, {1, 2, 2}, {0, 1, 1}),
+                    4, cs));
+  EXPECT_EQ(cs.kco, 8);
+  // A small layer (one 8 x 8 image into 64 channels, 18 x 18 outputs): chunks of 4, so that
+  // the blocks still fill a wave; 16 where asked.
+  const auto small = direct_params(1, 3, 64, 1, {1, 8, 8}, {1, 4, 4}, {1, 2, 2}, {0, 0, 0});
+  ASSERT_TRUE(shape(small, 4, cs));
+  EXPECT_EQ(cs.kco, 4);
+  {
+    const ScopedEnv env("CONVT_DIRECT_CHANNELS", "16");
+    ASSERT_TRUE(shape(small, 4, cs));
+    EXPECT_EQ(cs.kco, 16);
+    ASSERT_TRUE(shape(small, 8, cs));  // (float64: at most 4)
+    EXPECT_EQ(cs.kco, 4);
+  }
+  {
+    const ScopedEnv env("CONVT_DIRECT_CHANNELS", "0");
+    EXPECT_FALSE(shape(rgb3d, 4, cs));
+  }
+  for (const char* rows : {"0", "1"}) {
+    const ScopedEnv env("CONVT_DIRECT_ROWS", rows);
+    EXPECT_FALSE(shape(rgb3d, 4, cs)) << "CONVT_DIRECT_ROWS=" << rows;
+  }
+  {
+    const ScopedEnv env("CONVT_DIRECT_ROWS", "");
+    EXPECT_TRUE(shape(rgb3d, 4, cs));
+  }
+  // The weight table: 4 channels a group, 7 x 7 x 7 taps, 16 channels: 87808 bytes at 16,
+  // 43904 at 8; 8 channels and 7 x 7 x 8 taps: 50176 bytes at 4, the kernel by rows.
+  ASSERT_TRUE(shape(direct_params(128, 4, 16, 1, {8, 16, 16}, {7, 7, 7}, {1, 1, 1}, {3, 3, 3}),
+                    4, cs));
+  EXPECT_EQ(cs.kco, 8);
+  EXPECT_EQ(cs.smem_bytes, 343 * 4 * 8 * 4);
+  EXPECT_FALSE(shape(direct_params(1, 8, 4, 1, {2, 2, 3}, {7, 7, 8}, {1, 1, 1}, {3, 3, 3}), 4,
+                     cs));
+}
+
+// Over fuzzed layers, a shape forward_channels_shape takes holds what the kernel relies on:
+// kCo of 4, 8 or 16 within its caps and the group's channels (16 from 12, 8 from 6), chunks that cover the group's channels, the weight
+// table's bytes within 48 KB, column tiles a power of two covering W, row chunks a multiple
+// of the rows a pass at most 256.
+TEST(CudaPlanner, DirectChannelsShapesHoldTheirKernelsInvariants) {
+  using convt::cuda::direct::ChannelsShape;
+  std::mt19937_64 rng(2027);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  int taken = 0, by_kco[17] = {};
+  for (int i = 0; i < 2000; ++i) {
+    const int dims = int(pick(1, 3));
+    const int64_t groups = pick(1, 4), cig = pick(1, 9), cog = pick(1, 40);
+    std::array<int64_t, 3> in{1, 1, 1}, k{1, 1, 1}, s{1, 1, 1}, pad{0, 0, 0};
+    for (int d = 3 - dims; d < 3; ++d) {
+      in[d] = pick(1, dims == 1 ? 3000 : dims == 2 ? 80 : 20);
+      k[d] = pick(1, 7);
+      s[d] = pick(1, 4);
+      pad[d] = pick(0, k[d] - 1);
+      if ((in[d] - 1) * s[d] - 2 * pad[d] + k[d] < 1) pad[d] = 0;
+    }
+    const auto p = direct_params(pick(1, 64), groups * cig, groups * cog, groups, in, k, s, pad);
+    const int acc_bytes = pick(0, 3) == 0 ? 8 : 4;
+    ChannelsShape cs{};
+    const int64_t total = p.N * p.C_out * p.out[0] * p.out[1] * p.out[2];
+    const bool ok = convt::cuda::direct::forward_channels_shape(p, total, 132 * 32, acc_bytes, cs);
+    SCOPED_TRACE(::testing::Message() << "cig " << cig << " cog " << cog << " groups " << groups
+                                      << " taps " << k[0] * k[1] * k[2] << " acc " << acc_bytes);
+    const int64_t table4 = k[0] * k[1] * k[2] * cig * 4 * acc_bytes;
+    if (cog < 3 || table4 > convt::cuda::direct::kChannelsSmemBytes ||
+        !convt::cuda::direct::forward_fits_int32(p, total, int64_t(256) * 65535)) {
+      EXPECT_FALSE(ok);
+      continue;
+    }
+    ASSERT_TRUE(ok);
+    ++taken;
+    ++by_kco[cs.kco];
+    EXPECT_TRUE(cs.kco == 4 || cs.kco == 8 || cs.kco == 16);
+    EXPECT_LE(cs.kco, acc_bytes > 4 ? 4 : cig <= 4 ? 16 : 8);
+    EXPECT_LE(cs.kco, cog >= 12 ? 16 : cog >= 6 ? 8 : 4);
+    EXPECT_GE(int64_t(cs.co_chunks) * cs.kco, cog);
+    EXPECT_LT(int64_t(cs.co_chunks - 1) * cs.kco, cog);
+    EXPECT_EQ(cs.smem_bytes, k[0] * k[1] * k[2] * cig * cs.kco * acc_bytes);
+    EXPECT_LE(cs.smem_bytes, convt::cuda::direct::kChannelsSmemBytes);
+    EXPECT_EQ(cs.tw, 1 << cs.tw_log2);
+    EXPECT_LE(cs.tw, 256);
+    EXPECT_TRUE(cs.tw >= p.out[2] || cs.tw == 256);
+    EXPECT_EQ(cs.w_tiles, (p.out[2] + cs.tw - 1) / cs.tw);
+    EXPECT_EQ(cs.rows, p.N * p.out[0] * p.out[1]);
+    EXPECT_EQ(cs.chunk_rows % (256 / cs.tw), 0);
+    EXPECT_LE(cs.chunk_rows, 256);
+  }
+  EXPECT_GT(taken, 1000);
+  EXPECT_GT(by_kco[4], 50);
+  EXPECT_GT(by_kco[8], 50);
+  EXPECT_GT(by_kco[16], 50);
 }
 
 TEST(CudaPlanner, FastDivMatchesIntegerDivision) {

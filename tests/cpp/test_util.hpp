@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -19,6 +20,15 @@ namespace convt {
 namespace test {
 
 using Shape = std::array<int64_t, kMaxTensorRank>;
+
+// An environment variable set for a scope (unset again however the scope ends).
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  const char* name_;
+};
 
 // A problem from its arguments (spatial arrays in the canonical (D, H, W)-first order of
 // Problem: the first `dims` entries used, the rest 1 or 0).

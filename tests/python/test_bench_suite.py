@@ -125,6 +125,39 @@ def test_one_tap_suite_file_loads():
     assert {c.out_channels <= 32 for c in suite.cases} == {True, False}
 
 
+def test_few_channels_suite_file_loads():
+    """scripts/suites/few_channels.json (layers of 1 to 32 input channels and batches of small
+    images or volumes, for measuring the direct forward's several output channels a thread,
+    docs/kernels.md) is a valid suite file: groups of one, 1-D to 3-D, eight layers below the
+    implicit GEMM's 8 input channels (1, 2, 3 and 4) with at least 16 output channels, and
+    four controls of 8 to 32 that run it."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / "suites" / "few_channels.json"
+    suite = load_suite(path)
+    assert len(suite.cases) == 12 and len(set(suite.ids())) == 12
+    assert {c.groups for c in suite.cases} == {1}
+    assert {c.dims for c in suite.cases} == {1, 2, 3}
+    few = [c for c in suite.cases if c.in_channels < 8]
+    assert len(few) == 8
+    assert {c.in_channels for c in few} == {1, 2, 3, 4}
+    assert all(c.out_channels >= 16 for c in few)
+    assert sorted(c.in_channels for c in suite.cases if c.in_channels >= 8) == [8, 16, 32, 32]
+    by_id = {c.id: c for c in suite.cases}
+    assert by_id["c3_2d_s2"].output_size == (64, 64)
+    assert by_id["c3_3d_s1"].output_size == (18, 34, 34)
+
+
+def test_groups_1d_suite_file_loads():
+    """scripts/suites/groups_1d.json (1-D layers of 1, 2 and 4 input channels a group, for
+    measuring narrow groups merged onto the wgmma kernel against the direct kernel in one
+    dimension) is a valid suite file of 1-D grouped layers only."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / "suites" / "groups_1d.json"
+    suite = load_suite(path)
+    assert suite.ids() == ["dw1d_k4_s2", "dw1d_k8_s4", "dw1d_k3_s1", "g2_1d_k4_s2",
+                           "g4_1d_k16_s8", "g4_1d_k5_s1"]
+    assert {c.dims for c in suite.cases} == {1}
+    assert sorted({c.in_channels // c.groups for c in suite.cases}) == [1, 2, 4]
+
+
 def test_kb72_fields():
     case = {c.id: c for c in load_suite("kernelbench").cases}["kb72"]
     assert case.dims == 3 and case.groups == 4 and not case.bias

@@ -12,9 +12,11 @@
 //                pairs; the innermost loop runs over the group's input channels with no
 //                division. Where every offset fits an int, forward_rows_kernel solves the
 //                W taps once per column and the D and H taps once per output row (tables in
-//                shared memory); elsewhere forward_kernel, one thread per output, solves
-//                them per element in 64-bit arithmetic. Both sum the same products in the
-//                same order.
+//                shared memory), and forward_channels_kernel, for groups of three output
+//                channels or more, takes several output channels a thread against a table
+//                of the weights in shared memory; elsewhere forward_kernel, one thread per
+//                output, solves them per element in 64-bit arithmetic. All sum the same
+//                products in the same order.
 //   grad_input   one thread per element dx[n, c, i]: a direct convolution of dy with w.
 //                Per dimension the taps with o = i*stride - pad + k*dil inside the output
 //                form a contiguous range.
@@ -43,37 +45,12 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "convt/cuda/direct_shapes.hpp"
+
 namespace convt {
 namespace cuda {
 namespace direct {
 
-// Problem shape and tensor strides, in the canonical 3-D form. Spatial arrays are indexed
-// (D, H, W); stride arrays (N, C, D, H, W), in elements.
-//
-// The tensors are named by their role in the forward problem: `x` is the input (or
-// grad_input), `w` the weight (or grad_weight), `y` the output (or grad_output).
-struct DirectParams {
-  int64_t N, C_in, C_out, groups;
-  int64_t cig, cog;  // channels per group: C_in/groups, C_out/groups
-  int64_t in[3], k[3], out[3], stride[3], pad[3], dil[3];
-  // Per dimension, with g = gcd(stride, dil): the taps reaching one output position are
-  // k0, k0 + s_g, k0 + 2*s_g, ... and their input positions step down by d_g; k0 solves
-  // k0*d_g = (o + pad)/g (mod s_g), found with d_g_inv = d_g^-1 (mod s_g).
-  int64_t gcd[3], s_g[3], d_g[3], d_g_inv[3];
-  int64_t x_str[5], w_str[5], y_str[5];
-  int64_t b_str;  // element stride of the 1-D bias (or grad_bias)
-  // forward_kernel runs only where this is null or points at a nonzero flag (a recompute
-  // that the device decides on: see cuda_backend.cu, split TF32 and non-finite values).
-  const int* only_if = nullptr;
-};
-
-// Block sizes, and the resident blocks per multiprocessor the register allocation aims for
-// (3 x 256 threads leaves 85 registers a thread: enough for the 64-bit index arithmetic of
-// the gather kernels without spilling).
-constexpr int kThreads = 256;  // forward, grad_input
-constexpr int kMinBlocks = 3;
-constexpr int kReduceThreads = 256;  // grad_weight, grad_bias
-constexpr int kReduceMinBlocks = 4;
 
 // ---------------------------------------------------------------------------------------
 // Element types
@@ -350,21 +327,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 // product is the one forward_kernel
 // computes, and the products are summed in the same order (per tap a partial sum over the
 // input channels, added to the output's sum), so the results are the same bit for bit.
-struct RowsShape {
-  int tw, tw_log2;     // output columns per block (a power of two, 1..256)
-  int chunk_rows;      // rows per chunk: a multiple of 256 / tw, at most 256
-  int rows, w_tiles;   // output rows N * C_out * D * H, column tiles
-  bool one_row;        // one row a thread at a time (CONVT_DIRECT_ROWS=1), else kRows
-};
-
-// Output rows a thread of forward_rows_kernel runs at a time, by its kCig and the size of
-// its accumulator type: as many as keep the loads in flight (two W taps' input and weight,
-// kCig channels each, per row) within the 64 registers of __launch_bounds__(256, 4) without
-// spills (checked with ptxas -v for sm_90a: 4 rows of 2 float channels spill, of 2 bfloat16
-// channels do not, 2 rows of 4 double channels spill); 2 with the channel loop not unrolled.
-__host__ __device__ constexpr int forward_rows_per_thread(int cig, int acc_bytes) {
-  return cig == 1 ? 4 : cig == 4 && acc_bytes > 4 ? 1 : 2;
-}
 
 // kCig: the input channels per group where 1, 2 or 4 (the channel loop unrolled), else 0.
 // kRows: the rows a thread runs at a time (forward_rows_per_thread; 1 where
@@ -549,6 +511,167 @@ __global__ void __launch_bounds__(kThreads, 4)
     }
   }
 }
+// The forward by output positions, several output channels a thread
+// (forward_channels_kernel), for groups of three output channels or more whose weights fit
+// shared memory (forward_channels_shape): forward_rows_kernel's blocks of columns and row
+// chunks, where a row is (n, od, oh) and a thread takes one output position for kCo
+// consecutive output channels of a group. Each input value a thread loads then serves kCo
+// multiply-adds against weights read from shared memory (the block's channels of every tap,
+// [tap][input channel][kCo], rounded to the accumulator type once), where forward_rows_kernel
+// loads it again for every output channel: few input channels a group (3-channel images,
+// narrow groups) make that kernel's loads the whole cost. Each output's products and their
+// order are forward_kernel's (per tap a partial sum over the input channels, added to the
+// output's sum, then the bias), so the results are the same bit for bit.
+
+// part[c] = xv * wp[c] + part[c] for c < kCo, wp a row of forward_channels_kernel's
+// weight table (16-byte aligned: kCo is a multiple of 4), read four floats a load (one
+// shared-memory instruction per four multiply-adds) where the accumulators are float.
+template <int kCo, typename A>
+__device__ __forceinline__ void channels_madd(A xv, const A* wp, A (&part)[kCo]) {
+  if constexpr (std::is_same<A, float>::value) {
+#pragma unroll
+    for (int c = 0; c < kCo; c += 4) {
+      const float4 wv = *reinterpret_cast<const float4*>(wp + c);
+      part[c] = __fmaf_rn(xv, wv.x, part[c]);
+      part[c + 1] = __fmaf_rn(xv, wv.y, part[c + 1]);
+      part[c + 2] = __fmaf_rn(xv, wv.z, part[c + 2]);
+      part[c + 3] = __fmaf_rn(xv, wv.w, part[c + 3]);
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < kCo; ++c) part[c] = __fma_rn(xv, wp[c], part[c]);
+  }
+}
+
+// kCig: the input channels per group where 1 to 4 (the channel loop unrolled), else 0.
+// Three blocks a multiprocessor (80 registers a thread), two in float64.
+template <typename T, int kCig, int kCo>
+__global__ void __launch_bounds__(kThreads, sizeof(typename Elem<T>::Acc) > 4 ? 2 : 3)
+    forward_channels_kernel(const DirectParams p, const ChannelsShape cs,
+                            const T* __restrict__ x, const T* __restrict__ w,
+                            const T* __restrict__ b, T* __restrict__ y) {
+  using E = Elem<T>;
+  using A = typename E::Acc;
+  if (p.only_if != nullptr && *p.only_if == 0) return;
+  extern __shared__ __align__(16) unsigned char channels_smem[];
+  A* const wt = reinterpret_cast<A*>(channels_smem);  // [tap][ci][kCo]
+  __shared__ int col_x[kThreads], col_w[kThreads], col_n[kThreads];
+  __shared__ int row_x[kThreads], row_w[kThreads], row_y[kThreads], row_nd[kThreads],
+      row_nh[kThreads];
+  __shared__ A bias[kCo];
+  const int t = int(threadIdx.x);
+  const int cig = kCig > 0 ? kCig : int(p.cig), cog = int(p.cog);
+  const int kh_n = int(p.k[1]), kw_n = int(p.k[2]);
+  const int cc = int(blockIdx.x) % (int(p.groups) * cs.co_chunks);
+  const int wtile = int(blockIdx.x) / (int(p.groups) * cs.co_chunks);
+  const int g = cc / cs.co_chunks, co0 = (cc - g * cs.co_chunks) * kCo;
+  const int xs1 = int(p.x_str[1]);
+  // The weight table: entry (tap, ci, c) = w[g * cig + ci, co0 + c, tap], zero past the
+  // group's channels.
+  const int w_entries = cs.taps * cig * kCo;
+  for (int i = t; i < w_entries; i += kThreads) {
+    const int c = i % kCo, r = i / kCo;
+    const int ci = r % cig, tap = r / cig;
+    const int kw = tap % kw_n, kh = (tap / kw_n) % kh_n, kd = tap / (kw_n * kh_n);
+    wt[i] = co0 + c < cog
+                ? E::load(w + ((g * cig + ci) * int(p.w_str[0]) + (co0 + c) * int(p.w_str[1]) +
+                               kd * int(p.w_str[2]) + kh * int(p.w_str[3]) +
+                               kw * int(p.w_str[4])))
+                : A(0);
+  }
+  if (t < kCo)
+    bias[t] = b != nullptr && co0 + t < cog ? E::load(b + (g * cog + co0 + t) * int(p.b_str))
+                                            : A(0);
+  // Steps between consecutive taps of a run, in x and in the table.
+  const int sxd = -int(p.d_g[0] * p.x_str[2]), swd = int(p.s_g[0]) * kh_n * kw_n * cig * kCo;
+  const int sxh = -int(p.d_g[1] * p.x_str[3]), swh = int(p.s_g[1]) * kw_n * cig * kCo;
+  const int sxw = -int(p.d_g[2] * p.x_str[4]), sww = int(p.s_g[2]) * cig * kCo;
+  const int ow0 = wtile * cs.tw;
+  if (t < cs.tw) {
+    const int ow = ow0 + t;
+    int cx = 0, cw = 0, cn = -1;  // -1: past the output
+    if (ow < int(p.out[2])) {
+      const TapRunI<int> tr = forward_taps_i<int>(p, 2, ow);
+      cx = tr.i0 * int(p.x_str[4]);
+      cw = tr.k0 * cig * kCo;
+      cn = tr.count;
+    }
+    col_x[t] = cx;
+    col_w[t] = cw;
+    col_n[t] = cn;
+  }
+  const int out0 = int(p.out[0]), out1 = int(p.out[1]);
+  const int col = t & (cs.tw - 1), row_in_pass = t >> cs.tw_log2;
+  const int rows_per_pass = kThreads >> cs.tw_log2;
+  const int y_c0 = (g * cog + co0) * int(p.y_str[1]);
+  const int ys1 = int(p.y_str[1]);
+  const int co_here = min(kCo, cog - co0);
+  for (int r0 = int(blockIdx.y) * cs.chunk_rows; r0 < cs.rows;
+       r0 += int(gridDim.y) * cs.chunk_rows) {
+    __syncthreads();  // (the previous chunk's rows are read; the first: both tables)
+    if (t < cs.chunk_rows && r0 + t < cs.rows) {
+      int r = r0 + t;
+      const int oh = r % out1;
+      r /= out1;
+      const int od = r % out0;
+      const int n = r / out0;
+      const TapRunI<int> td = forward_taps_i<int>(p, 0, od);
+      const TapRunI<int> th = forward_taps_i<int>(p, 1, oh);
+      row_x[t] = n * int(p.x_str[0]) + g * cig * xs1 + td.i0 * int(p.x_str[2]) +
+                 th.i0 * int(p.x_str[3]);
+      row_w[t] = ((td.k0 * kh_n + th.k0) * kw_n) * cig * kCo;
+      row_y[t] = n * int(p.y_str[0]) + od * int(p.y_str[2]) + oh * int(p.y_str[3]);
+      row_nd[t] = td.count;
+      row_nh[t] = th.count;
+    }
+    __syncthreads();
+    const int cn = col_n[col];
+    if (cn < 0) continue;  // (no barrier is skipped: the next one is at the loop's top)
+    const int cx = col_x[col], cw = col_w[col];
+    const int y_col = y_c0 + (ow0 + col) * int(p.y_str[4]);
+    const int rows_here = min(cs.chunk_rows, cs.rows - r0);
+    for (int q = row_in_pass; q < rows_here; q += rows_per_pass) {
+      const int nd = row_nd[q], nh = row_nh[q];
+      const int xr = row_x[q] + cx, wr = row_w[q] + cw;
+      A acc[kCo];
+#pragma unroll
+      for (int c = 0; c < kCo; ++c) acc[c] = A(0);
+      for (int jd = 0; jd < nd; ++jd) {
+        for (int jh = 0; jh < nh; ++jh) {
+          const int xh = xr + jd * sxd + jh * sxh, wh = wr + jd * swd + jh * swh;
+          for (int jw = 0; jw < cn; ++jw) {
+            const T* const xp = x + (xh + jw * sxw);
+            const A* const wp = wt + (wh + jw * sww);
+            A part[kCo];
+#pragma unroll
+            for (int c = 0; c < kCo; ++c) part[c] = A(0);
+            if constexpr (kCig > 0) {
+              A xv[kCig];
+#pragma unroll
+              for (int ci = 0; ci < kCig; ++ci) xv[ci] = E::load(xp + ci * xs1);
+#pragma unroll
+              for (int ci = 0; ci < kCig; ++ci) channels_madd<kCo>(xv[ci], wp + ci * kCo, part);
+            } else {
+              for (int ci = 0; ci < cig; ++ci)
+                channels_madd<kCo>(E::load(xp + ci * xs1), wp + ci * kCo, part);
+            }
+#pragma unroll
+            for (int c = 0; c < kCo; ++c) acc[c] += part[c];
+          }
+        }
+      }
+      const int yo = row_y[q] + y_col;
+#pragma unroll
+      for (int c = 0; c < kCo; ++c) {
+        if (c >= co_here) break;
+        A v = acc[c];
+        if (b != nullptr) v += bias[c];
+        E::store(y + (yo + c * ys1), v);
+      }
+    }
+  }
+}
+
 // dx[n, c, id, ih, iw] = sum over co < Cog and taps k with o inside the output of
 // dy[n, g*Cog + co, o] * w[c, co, k].
 template <typename T>
@@ -676,110 +799,57 @@ __global__ void __launch_bounds__(kReduceThreads, kReduceMinBlocks)
 // Host side: parameters and launches
 // ---------------------------------------------------------------------------------------
 
-namespace host {
-inline int64_t gcd(int64_t a, int64_t b) {
-  while (b != 0) {
-    const int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-// a^-1 (mod m) for gcd(a, m) = 1, m >= 1 (0 when m == 1).
-inline int64_t inverse_mod(int64_t a, int64_t m) {
-  if (m == 1) return 0;
-  // Extended Euclid on (a mod m, m); coefficients stay below m in magnitude.
-  int64_t old_r = a % m, r = m, old_s = 1, s = 0;
-  while (r != 0) {
-    const int64_t q = old_r / r;
-    int64_t t = old_r - q * r;
-    old_r = r;
-    r = t;
-    t = old_s - q * s;
-    old_s = s;
-    s = t;
-  }
-  const int64_t inv = old_s % m;
-  return inv < 0 ? inv + m : inv;
-}
-inline unsigned grid_for(int64_t items, int64_t per_block, int64_t max_blocks) {
-  int64_t blocks = (items + per_block - 1) / per_block;
-  if (blocks > max_blocks) blocks = max_blocks;
-  if (blocks < 1) blocks = 1;
-  return static_cast<unsigned>(blocks);
-}
-}  // namespace host
-
-// Fill the derived per-dimension fields (gcd, s_g, d_g, d_g_inv) from stride and dil.
-inline void finish_params(DirectParams& p) {
-  for (int d = 0; d < 3; ++d) {
-    p.gcd[d] = host::gcd(p.stride[d], p.dil[d]);
-    p.s_g[d] = p.stride[d] / p.gcd[d];
-    p.d_g[d] = p.dil[d] / p.gcd[d];
-    p.d_g_inv[d] = host::inverse_mod(p.d_g[d], p.s_g[d]);
-  }
-}
-
-// `max_blocks` caps the grid (e.g. a small multiple of the device's multiprocessor count);
-// the kernels loop over whatever the grid does not cover.
-// Whether forward_kernel may run with int indices: the outputs, the largest element offset
-// of x, w, y and the bias, and every tap quantity (o + pad, k * dil, the grid's stride)
-// below 2^30, and s_g small enough that k0's product stays below 2^31.
-inline bool forward_fits_int32(const DirectParams& p, int64_t total, int64_t grid_threads) {
-  constexpr int64_t kLimit = int64_t(1) << 30;
-  const int64_t xs[5] = {p.N, p.C_in, p.in[0], p.in[1], p.in[2]};
-  const int64_t ws[5] = {p.C_in, p.cog, p.k[0], p.k[1], p.k[2]};
-  const int64_t ys[5] = {p.N, p.C_out, p.out[0], p.out[1], p.out[2]};
-  int64_t xo = 0, wo = 0, yo = 0;
-  for (int d = 0; d < 5; ++d) {
-    if (p.x_str[d] < 0 || p.w_str[d] < 0 || p.y_str[d] < 0) return false;
-    if (xs[d] >= kLimit || ws[d] >= kLimit || ys[d] >= kLimit) return false;
-    xo += (xs[d] - 1) * p.x_str[d];
-    wo += (ws[d] - 1) * p.w_str[d];
-    yo += (ys[d] - 1) * p.y_str[d];
-    if (xo >= kLimit || wo >= kLimit || yo >= kLimit) return false;
-  }
-  if (p.b_str < 0 || (p.C_out - 1) * p.b_str >= kLimit) return false;
-  for (int d = 0; d < 3; ++d) {
-    if (p.pad[d] >= kLimit || p.stride[d] >= kLimit || p.dil[d] >= kLimit) return false;
-    if (p.k[d] * p.dil[d] >= kLimit || p.s_g[d] > 46340) return false;
-  }
-  return total + grid_threads < kLimit;
-}
-
-// forward_rows_kernel's shape for p, and whether it runs it: where forward_fits_int32 holds
-// (and CONVT_DIRECT_ROWS=0, read at every call, does not ask for the per-output kernel;
-// CONVT_DIRECT_ROWS=1 asks for one row a thread at a time, the form before
-// forward_rows_per_thread, for measuring).
-// Column tiles of the next power of two at or above W, up to 256; chunks of 256 rows,
-// halved while that would leave fewer than max_blocks / 8 blocks.
-inline bool forward_rows_shape(const DirectParams& p, int64_t total, int64_t max_blocks,
-                               RowsShape& rs) {
-  const char* env = std::getenv("CONVT_DIRECT_ROWS");
-  if (env != nullptr && env[0] == '0') return false;
-  if (!forward_fits_int32(p, total, int64_t(kThreads) * 65535)) return false;
-  rs.one_row = env != nullptr && env[0] == '1';
-  rs.tw = 1;
-  rs.tw_log2 = 0;
-  while (rs.tw < kThreads && rs.tw < p.out[2]) {
-    rs.tw *= 2;
-    ++rs.tw_log2;
-  }
-  rs.rows = int(p.N * p.C_out * p.out[0] * p.out[1]);
-  rs.w_tiles = int((p.out[2] + rs.tw - 1) / rs.tw);
-  const int rows_per_pass = kThreads / rs.tw;
-  rs.chunk_rows = kThreads;
-  auto blocks = [&](int chunk) { return ((int64_t(rs.rows) + chunk - 1) / chunk) * rs.w_tiles; };
-  while (rs.chunk_rows > rows_per_pass && blocks(rs.chunk_rows) < max_blocks / 8)
-    rs.chunk_rows /= 2;
-  return true;
-}
-
 template <typename T>
 cudaError_t launch_forward(const DirectParams& p, const T* x, const T* w, const T* b, T* y,
                            int64_t max_blocks, cudaStream_t stream) {
   const int64_t total = p.N * p.C_out * p.out[0] * p.out[1] * p.out[2];
   if (total == 0) return cudaSuccess;
+  using A = typename Elem<T>::Acc;
+  ChannelsShape cs{};
+  if (forward_channels_shape(p, total, max_blocks, int(sizeof(A)), cs)) {
+    const int64_t chunks = (int64_t(cs.rows) + cs.chunk_rows - 1) / cs.chunk_rows;
+    const int64_t x_blocks = int64_t(cs.w_tiles) * p.groups * cs.co_chunks;
+    const int64_t per_tile = std::max<int64_t>(max_blocks / x_blocks, 1);
+    const dim3 grid(unsigned(x_blocks), unsigned(std::min<int64_t>({chunks, per_tile, 65535})));
+    const auto launch = [&](auto cig, auto co) {
+      constexpr int kCig = decltype(cig)::value, kCo = decltype(co)::value;
+      forward_channels_kernel<T, kCig, kCo>
+          <<<grid, kThreads, size_t(cs.smem_bytes), stream>>>(p, cs, x, w, b, y);
+    };
+    const auto with_co = [&](auto cig) {
+      constexpr int kCig = decltype(cig)::value;
+      if constexpr (kCig > 0) {
+        if (cs.kco == 16) return launch(cig, std::integral_constant<int, 16>{});
+      }
+      if constexpr (sizeof(A) == 4) {
+        if (cs.kco == 8) return launch(cig, std::integral_constant<int, 8>{});
+      }
+      launch(cig, std::integral_constant<int, 4>{});
+    };
+    // The channel loop unrolled for 1-4 input channels a group, except in float64 (the
+    // reference type).
+    if constexpr (sizeof(A) == 4) {
+      switch (p.cig) {
+        case 1:
+          with_co(std::integral_constant<int, 1>{});
+          break;
+        case 2:
+          with_co(std::integral_constant<int, 2>{});
+          break;
+        case 3:
+          with_co(std::integral_constant<int, 3>{});
+          break;
+        case 4:
+          with_co(std::integral_constant<int, 4>{});
+          break;
+        default:
+          with_co(std::integral_constant<int, 0>{});
+      }
+    } else {
+      with_co(std::integral_constant<int, 0>{});
+    }
+    return cudaGetLastError();
+  }
   RowsShape rs{};
   if (forward_rows_shape(p, total, max_blocks, rs)) {
     const int64_t chunks = (int64_t(rs.rows) + rs.chunk_rows - 1) / rs.chunk_rows;
