@@ -328,6 +328,44 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 // computes, and the products are summed in the same order (per tap a partial sum over the
 // input channels, added to the output's sum), so the results are the same bit for bit.
 
+// kTaps consecutive W taps (jw, jw + 1, ...) of forward_rows_kernel's kRows rows, kCig
+// input channels each: every load of every row and tap issued before the products, then
+// per row each tap's partial sum over the channels added to the row's sum in tap order
+// (forward_kernel's products and order). Rows not `on` load nothing and add nothing.
+template <typename T, int kRows, int kCig, int kTaps>
+__device__ __forceinline__ void rows_taps(const T* __restrict__ x, const T* __restrict__ w,
+                                          const bool (&on)[kRows], const int (&xh)[kRows],
+                                          const int (&wh)[kRows], int jw, int sxw, int sww,
+                                          int xs1, int ws0,
+                                          typename Elem<T>::Acc (&acc)[kRows]) {
+  using E = Elem<T>;
+  using A = typename E::Acc;
+  A xv[kRows][kTaps][kCig], wv[kRows][kTaps][kCig];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int xo = xh[r] + jw * sxw, wo = wh[r] + jw * sww;
+#pragma unroll
+    for (int ci = 0; ci < kCig; ++ci) {
+#pragma unroll
+      for (int tp = 0; tp < kTaps; ++tp) {
+        xv[r][tp][ci] = on[r] ? E::load(x + (xo + tp * sxw + ci * xs1)) : A(0);
+        wv[r][tp][ci] = on[r] ? E::load(w + (wo + tp * sww + ci * ws0)) : A(0);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (!on[r]) continue;
+#pragma unroll
+    for (int tp = 0; tp < kTaps; ++tp) {
+      A part = A(0);
+#pragma unroll
+      for (int ci = 0; ci < kCig; ++ci) part = E::madd(xv[r][tp][ci], wv[r][tp][ci], part);
+      acc[r] += part;
+    }
+  }
+}
+
 // kCig: the input channels per group where 1, 2 or 4 (the channel loop unrolled), else 0.
 // kRows: the rows a thread runs at a time (forward_rows_per_thread; 1 where
 // CONVT_DIRECT_ROWS=1 asks, for measuring).
@@ -431,52 +469,10 @@ __global__ void __launch_bounds__(kThreads, 4)
             // W taps two at a time, both taps' loads of every row issued before their
             // products (the products and their order unchanged).
             int jw = 0;
-            for (; jw + 1 < cn; jw += 2) {
-              A xa[kRows][kCig], wa[kRows][kCig], xb[kRows][kCig], wb[kRows][kCig];
-#pragma unroll
-              for (int r = 0; r < kRows; ++r) {
-                const int xo = xh[r] + jw * sxw, wo = wh[r] + jw * sww;
-#pragma unroll
-                for (int ci = 0; ci < kCig; ++ci) {
-                  xa[r][ci] = on[r] ? E::load(x + (xo + ci * xs1)) : A(0);
-                  wa[r][ci] = on[r] ? E::load(w + (wo + ci * ws0)) : A(0);
-                  xb[r][ci] = on[r] ? E::load(x + (xo + sxw + ci * xs1)) : A(0);
-                  wb[r][ci] = on[r] ? E::load(w + (wo + sww + ci * ws0)) : A(0);
-                }
-              }
-#pragma unroll
-              for (int r = 0; r < kRows; ++r) {
-                if (!on[r]) continue;
-                A part = A(0);
-#pragma unroll
-                for (int ci = 0; ci < kCig; ++ci) part = E::madd(xa[r][ci], wa[r][ci], part);
-                acc[r] += part;
-                part = A(0);
-#pragma unroll
-                for (int ci = 0; ci < kCig; ++ci) part = E::madd(xb[r][ci], wb[r][ci], part);
-                acc[r] += part;
-              }
-            }
-            if (jw < cn) {
-              A xa[kRows][kCig], wa[kRows][kCig];
-#pragma unroll
-              for (int r = 0; r < kRows; ++r) {
-                const int xo = xh[r] + jw * sxw, wo = wh[r] + jw * sww;
-#pragma unroll
-                for (int ci = 0; ci < kCig; ++ci) {
-                  xa[r][ci] = on[r] ? E::load(x + (xo + ci * xs1)) : A(0);
-                  wa[r][ci] = on[r] ? E::load(w + (wo + ci * ws0)) : A(0);
-                }
-              }
-#pragma unroll
-              for (int r = 0; r < kRows; ++r) {
-                if (!on[r]) continue;
-                A part = A(0);
-#pragma unroll
-                for (int ci = 0; ci < kCig; ++ci) part = E::madd(xa[r][ci], wa[r][ci], part);
-                acc[r] += part;
-              }
-            }
+            for (; jw + 1 < cn; jw += 2)
+              rows_taps<T, kRows, kCig, 2>(x, w, on, xh, wh, jw, sxw, sww, xs1, ws0, acc);
+            if (jw < cn)
+              rows_taps<T, kRows, kCig, 1>(x, w, on, xh, wh, jw, sxw, sww, xs1, ws0, acc);
           } else {
             for (int jw = 0; jw < cn; ++jw) {
               A part[kRows];
@@ -559,6 +555,8 @@ __global__ void __launch_bounds__(kThreads, sizeof(typename Elem<T>::Acc) > 4 ? 
   __shared__ int row_x[kThreads], row_w[kThreads], row_y[kThreads], row_nd[kThreads],
       row_nh[kThreads];
   __shared__ A bias[kCo];
+  static_assert(8 * kThreads * sizeof(int) + kCo * sizeof(A) <= kChannelsStaticSmemBytes,
+                "the weight table's bound counts these tables");
   const int t = int(threadIdx.x);
   const int cig = kCig > 0 ? kCig : int(p.cig), cog = int(p.cog);
   const int kh_n = int(p.k[1]), kw_n = int(p.k[2]);

@@ -174,9 +174,11 @@ inline bool forward_rows_shape(const DirectParams& p, int64_t total, int64_t max
   return true;
 }
 
-// The weight table's bound (forward_channels_kernel): within the 48 KB of shared memory a
-// block gets without opting in.
-constexpr int kChannelsSmemBytes = 48 * 1024;
+// The weight table's bound (forward_channels_kernel): with the kernel's static tables
+// (eight of kThreads ints and the bias, at most kChannelsStaticSmemBytes: the kernel
+// asserts it), within the 48 KB of shared memory a block gets without opting in.
+constexpr int kChannelsStaticSmemBytes = 8 * kThreads * 4 + 16 * 8;
+constexpr int kChannelsSmemBytes = 48 * 1024 - kChannelsStaticSmemBytes;
 
 // forward_channels_kernel's shape for p, and whether it runs it: groups of three output
 // channels or more (with two, kCo = 4 measured slower than the kernel by rows: 1-D groups
