@@ -77,29 +77,13 @@ int64_t max_blocks(Device device) {
 // when the call does not use it.
 DirectParams make_params(const Problem& p, const TensorRef* x, const TensorRef* w,
                          const TensorRef* y, const TensorRef* b) {
-  DirectParams d{};
-  d.N = p.batch;
-  d.C_in = p.in_channels;
-  d.C_out = p.out_channels;
-  d.groups = p.groups;
-  d.cig = p.in_channels_per_group();
-  d.cog = p.out_channels_per_group();
-  const Dims out = p.output_sizes();
-  for (int i = 0; i < 3; ++i) {
-    d.in[i] = p.input_size[i];
-    d.k[i] = p.kernel_size[i];
-    d.out[i] = out[i];
-    d.stride[i] = p.stride[i];
-    d.pad[i] = p.padding[i];
-    d.dil[i] = p.dilation[i];
-  }
+  DirectParams d = direct_problem_params(p);
   for (int i = 0; i < 5; ++i) {
     d.x_str[i] = x ? x->strides[i] : 0;
     d.w_str[i] = w ? w->strides[i] : 0;
     d.y_str[i] = y ? y->strides[i] : 0;
   }
   d.b_str = b ? b->strides[0] : 0;
-  direct::finish_params(d);
   return d;
 }
 
@@ -150,7 +134,7 @@ std::string describe_forward(const Problem& p, const TensorRef& x, const ExecOpt
   const ImplicitGemmFpropPlan plan = plan_implicit_gemm_fprop(p, opt);
   if (implicit_gemm_runs(plan, x.device.index))
     return describe_implicit_gemm_fprop(plan, p, x, x.device.index);
-  return "direct kernel (implicit GEMM " + plan.describe() + ")";
+  return describe_direct_forward(p, plan, x.strides.data(), int(max_blocks(x.device) / 32));
 }
 
 WeightRelayout weight_relayout(const Problem& p, const TensorRef& x, const ExecOptions& opt) {
@@ -185,8 +169,9 @@ void forward(const Problem& p, const TensorRef& x, const TensorRef& w, const Ten
     return;
   }
   if (log_enabled())
-    log_line(detail::str_cat("forward ", p.to_string(), ": direct kernel (implicit GEMM ",
-                             plan.describe(), ")"));
+    log_line(detail::str_cat("forward ", p.to_string(), ": ",
+                             describe_direct_forward(p, plan, x.strides.data(),
+                                                     int(max_blocks(y.device) / 32))));
   const DirectParams d = make_params(p, &x, &w, &y, b);
   const int64_t blocks = max_blocks(y.device);
   with_element_type(p.dtype, [&](auto tag) {

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "convt/cuda/direct_shapes.hpp"
 #include "convt/cuda/implicit_gemm_fprop_halo_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_tma_sm90.cuh"
@@ -2199,10 +2200,52 @@ WeightRelayout weight_relayout_of(const ImplicitGemmFpropPlan& plan, const Probl
   return r;
 }
 
+direct::DirectParams direct_problem_params(const Problem& p) {
+  direct::DirectParams d{};
+  d.N = p.batch;
+  d.C_in = p.in_channels;
+  d.C_out = p.out_channels;
+  d.groups = p.groups;
+  d.cig = p.in_channels_per_group();
+  d.cog = p.out_channels_per_group();
+  const Dims out = p.output_sizes();
+  for (int i = 0; i < 3; ++i) {
+    d.in[i] = p.input_size[i];
+    d.k[i] = p.kernel_size[i];
+    d.out[i] = out[i];
+    d.stride[i] = p.stride[i];
+    d.pad[i] = p.padding[i];
+    d.dil[i] = p.dilation[i];
+  }
+  direct::finish_params(d);
+  return d;
+}
+
+std::string describe_direct_forward(const Problem& p, const ImplicitGemmFpropPlan& plan,
+                                    const int64_t* x_strides, int sms) {
+  direct::DirectParams d = direct_problem_params(p);
+  // The strides of a contiguous (-, b, sizes[0], sizes[1], sizes[2]) tensor.
+  auto contiguous = [](int64_t* str, int64_t b, const int64_t* sizes) {
+    str[4] = 1;
+    str[3] = sizes[2];
+    str[2] = sizes[1] * sizes[2];
+    str[1] = sizes[0] * sizes[1] * sizes[2];
+    str[0] = b * str[1];
+  };
+  contiguous(d.x_str, d.C_in, d.in);
+  if (x_strides != nullptr) std::copy(x_strides, x_strides + 5, d.x_str);
+  contiguous(d.w_str, d.cog, d.k);
+  contiguous(d.y_str, d.C_out, d.out);
+  d.b_str = 1;
+  const int acc_bytes = p.dtype == DType::kFloat64 ? 8 : 4;
+  return "direct kernel, " + direct::direct_forward_form(d, int64_t(sms) * 32, acc_bytes) +
+         " (implicit GEMM " + plan.describe() + ")";
+}
+
 std::string describe_plan_without_device(const Problem& p, const ExecOptions& opt) {
   const ImplicitGemmFpropPlan plan = plan_implicit_gemm_fprop(p, opt);
   // (As describe_forward says it where the implicit GEMM cannot run.)
-  if (!plan.usable) return "direct kernel (implicit GEMM " + plan.describe() + ")";
+  if (!plan.usable) return describe_direct_forward(p, plan, nullptr, wgmma_planner_sms());
   // (A contiguous input at a 256-byte aligned address: what the planner assumes.)
   const TensorRef x(reinterpret_cast<void*>(std::uintptr_t(256)), p.dtype, Device::cuda(0),
                     {p.batch, p.in_channels, p.input_size[0], p.input_size[1], p.input_size[2]});

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend.hpp"
+#include "convt/cuda/direct_shapes.hpp"
 
 namespace convt {
 namespace cuda {
@@ -261,6 +262,17 @@ std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, cons
 // takes it, else the TMA kernel where it can run, else the plan's own description (the
 // direct kernel's where the implicit GEMM cannot run).
 std::string describe_plan_without_device(const Problem& p, const ExecOptions& opt);
+
+// The direct kernels' parameters of the canonical problem p: sizes, taps and the derived
+// fields (finish_params); the tensors' strides left zero, for the caller to set.
+direct::DirectParams direct_problem_params(const Problem& p);
+
+// What the direct forward runs for p where the implicit GEMM does not (plan), as one line:
+// "direct kernel, <its form> (implicit GEMM <why not>)", the form as launch_forward picks it
+// on a device of `sms` multiprocessors for an input of the given element strides (N, C, D,
+// H, W; null: contiguous) and a contiguous weight and output.
+std::string describe_direct_forward(const Problem& p, const ImplicitGemmFpropPlan& plan,
+                                    const int64_t* x_strides, int sms);
 
 // Packs the weight into the workspace and runs the kernel (plan.usable must be true): the
 // TMA-fed kernel where plan.tma holds and the input's layout suits a tensor map, else the

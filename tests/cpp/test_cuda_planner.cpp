@@ -2139,6 +2139,34 @@ TEST(CudaPlanner, DirectChannelsShapesHoldTheirKernelsInvariants) {
   EXPECT_GT(by_kco[16], 50);
 }
 
+// The forward's description names the direct kernel's form where the implicit GEMM cannot
+// run: several output channels a thread for an RGB input into 16 channels (16, or 4 in
+// float64), rows of outputs for a 1-D depthwise layer; the reason follows in parentheses.
+TEST(CudaPlanner, DirectForwardDescriptionsNameTheirForm) {
+  using convt::test::make_problem;
+  const ExecOptions opt;
+  Problem rgb = make_problem(3, 128, 3, 16, 1, {16, 32, 32}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1},
+                             {0, 0, 0}, {1, 1, 1}, true);
+  EXPECT_EQ(convt::cuda::describe_plan_without_device(rgb, opt),
+            "direct kernel, chunks of 16 output channels a thread (implicit GEMM not usable: "
+            "fewer than 8 input channels per group)");
+  rgb.dtype = DType::kFloat64;
+  const std::string f64 = convt::cuda::describe_plan_without_device(rgb, opt);
+  EXPECT_EQ(f64.rfind("direct kernel, chunks of 4 output channels a thread (implicit GEMM ", 0),
+            0u) << f64;
+  const Problem dw1d = make_problem(1, 8, 128, 128, 128, {4096, 1, 1}, {8, 1, 1}, {4, 1, 1},
+                                    {2, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  EXPECT_EQ(convt::cuda::describe_plan_without_device(dw1d, opt),
+            "direct kernel, by rows of outputs (implicit GEMM not usable: fewer than 8 input "
+            "channels per group)");
+  {
+    const ScopedEnv env("CONVT_DIRECT_ROWS", "0");
+    EXPECT_EQ(convt::cuda::describe_plan_without_device(dw1d, opt).rfind(
+                  "direct kernel, one output a thread (", 0),
+              0u);
+  }
+}
+
 TEST(CudaPlanner, FastDivMatchesIntegerDivision) {
   std::mt19937 rng(20261126);
   std::uniform_int_distribution<int> any(0, INT_MAX);

@@ -111,7 +111,7 @@ def test_output_channels_a_thread_give_the_rows_kernels_bits(fuzzed, dtype, monk
 def test_rgb_modules_match_pytorch(dtype):
     """nn.ConvTranspose2d/3d layers of 3 -> 16 channels on a batch of images and volumes (k3
     s2 p1, output_padding 1) through convt's modules: the direct kernel, within the budget
-    of PyTorch's own module against float64."""
+    of PyTorch's own module against float64, the description naming the kernel's form."""
     torch.manual_seed(0)
     for dims, size in ((2, (32, 32)), (3, (8, 16, 16))):
         ref_mod = getattr(torch.nn, f"ConvTranspose{dims}d")(3, 16, 3, stride=2, padding=1,
@@ -123,8 +123,9 @@ def test_rgb_modules_match_pytorch(dtype):
         ref = ref_mod.double()(x.double())
         mod = mod.to("cuda", dtype)
         xc = x.to("cuda", dtype)
-        assert convt.describe_forward(xc, mod.weight, mod.bias, stride=2, padding=1,
-                                      output_padding=1).startswith("direct kernel")
+        what = convt.describe_forward(xc, mod.weight, mod.bias, stride=2, padding=1,
+                                      output_padding=1)
+        assert what.startswith("direct kernel, chunks of ") and "output channels a thread" in what
         with torch.no_grad():
             y = mod(xc)
         assert y.shape == ref.shape

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 
 #if defined(__CUDACC__)
 #define CONVT_DIRECT_HD __host__ __device__
@@ -234,6 +235,20 @@ inline bool forward_channels_shape(const DirectParams& p, int64_t total, int64_t
     cs.chunk_rows /= 2;
   return true;
 }
+// The form of the direct forward that launch_forward runs for p, in words (the forward's
+// descriptions): "chunks of kCo output channels a thread" (forward_channels_kernel), "by rows
+// of outputs" (forward_rows_kernel) or "one output a thread" (forward_kernel).
+inline std::string direct_forward_form(const DirectParams& p, int64_t max_blocks,
+                                       int acc_bytes) {
+  const int64_t total = p.N * p.C_out * p.out[0] * p.out[1] * p.out[2];
+  ChannelsShape cs{};
+  if (forward_channels_shape(p, total, max_blocks, acc_bytes, cs))
+    return "chunks of " + std::to_string(cs.kco) + " output channels a thread";
+  RowsShape rs{};
+  if (forward_rows_shape(p, total, max_blocks, rs)) return "by rows of outputs";
+  return "one output a thread";
+}
+
 }  // namespace direct
 }  // namespace cuda
 }  // namespace convt
