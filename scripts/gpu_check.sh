@@ -8,6 +8,7 @@
 #   PYTEST_FILES='tests/python/test_[a-f]*.py' bash scripts/gpu_check.sh python   # part of the Python tests
 #   bash scripts/gpu_check.sh build install bench-fwd ncu   # a forward-performance iteration
 #   bash scripts/gpu_check.sh build fastpath sanitize-fastpath   # the forward kernels' tests
+#   bash scripts/gpu_check.sh build direct-test   # the direct forward's tests and sanitizers
 #   bash scripts/gpu_check.sh install ncu-suite   # Nsight Compute metrics of every suite case
 #     (NCU_SUITE=models for another suite, NCU_CASES / NCU_DTYPES / NCU_MATH to narrow it)
 #   NCU_CASE="kb57 --dtype bf16 --kernel implicit_gemm_wgmma" bash scripts/gpu_check.sh \
@@ -114,6 +115,21 @@ if has fastpath; then
   # The tensor-core forward kernels' own tests only (fast-path, TMA path, ordering).
   step fastpath "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*FastPath*:*TmaPath*:*StrictFloat32*'
   grep -E "PASSED|FAILED|SKIPPED \]" "$OUT/fastpath.log" | tail -5 | tee -a "$SUMMARY"
+fi
+if has direct-test; then
+  # The direct forward kernels' tests (every form, with kCo forced), their shapes' rules, and
+  # the sanitizers on the direct sweep (each cut at DIRECT_SAN_S seconds, default 90).
+  step direct-test "$BUILD/tests/cpp/convt_test_cuda" \
+    --gtest_filter='*DirectForward*:CudaStrictFloat32.*:*NonFinite*:*SmallGroupsDispatched*:CudaEdgeCases.*'
+  grep -E "PASSED|FAILED" "$OUT/direct-test.log" | tail -3 | tee -a "$SUMMARY"
+  step direct-planner "$BUILD/tests/cpp/convt_test_cuda_planner" --gtest_filter='CudaPlanner.Direct*'
+  grep -E "PASSED|FAILED" "$OUT/direct-planner.log" | tail -3 | tee -a "$SUMMARY"
+  for tool in memcheck initcheck racecheck; do
+    step "sanitize-direct-$tool" timeout "${DIRECT_SAN_S:-90}" env CONVT_TEST_QUICK=1 compute-sanitizer \
+      --tool "$tool" --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" \
+      --gtest_filter='CudaDirectForwardRows.*'
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitize-direct-$tool.log" | tail -3 | tee -a "$SUMMARY"
+  done
 fi
 if has sanitize-fastpath; then
   for tool in memcheck racecheck initcheck; do

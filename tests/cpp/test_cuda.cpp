@@ -336,24 +336,25 @@ TEST(CudaEdgeCases, StridesAndDilationsOutsideTheSweep) {
 }
 
 // The direct forward by rows of outputs at its own boundaries: several column tiles with a
-// partial last one, columns that leave most of a 32-column tile empty, a single column,
-// and row counts that leave partial chunks (or halve them for lack of blocks); and the
+// partial last one, tiles of any width (direct_column_tiles) with the threads past whole
+// rows idle, a single column, and row counts that leave partial chunks (or halve them for lack of blocks); and the
 // kernel of several output channels a thread at its: 1-5 input channels a group (the
 // channel loop unrolled and not), chunks of 4, 8 and 16 channels with a partial last one,
 // a weight table too large for shared memory (the kernel by rows instead); in every form
 // (direct_forms, with kCo 4 and 8 too).
 std::vector<Problem> direct_rows_problems() {
   return {
-      // 1-D depthwise, 1401 output columns: six tiles of 256, the last one partial.
+      // 1-D depthwise, 1401 output columns: eleven tiles of 128 (two rows a pass), the last
+      // one partial.
       make_problem(1, 3, 4, 4, 4, {700, 1, 1}, {4, 1, 1}, {2, 1, 1}, {1, 1, 1}, {1, 0, 0},
                    {1, 1, 1}, true),
-      // 2-D, two output channels per group, W 600 (three tiles), 84 rows (halved chunks).
+      // 2-D, two output channels per group, W 600 (twelve tiles of 50), 84 rows (halved chunks).
       make_problem(2, 2, 3, 6, 3, {5, 300, 1}, {3, 5, 1}, {1, 2, 1}, {0, 2, 0}, {0, 1, 0},
                    {1, 1, 1}, false),
       // 3-D with one output column, strided and dilated along D and H.
       make_problem(3, 2, 4, 6, 2, {3, 4, 1}, {2, 3, 1}, {3, 2, 1}, {1, 0, 0}, {2, 1, 0},
                    {2, 2, 1}, true),
-      // 2-D with 3 output columns (4-column tiles, 64 rows a pass) and 3570 rows.
+      // 2-D with 3 output columns (85 rows a pass, one thread idle) and 3570 rows.
       make_problem(2, 5, 6, 6, 3, {40, 1, 1}, {2, 3, 1}, {3, 1, 1}, {0, 0, 0}, {0, 0, 0},
                    {1, 1, 1}, true),
       // 2-D, rows of one and two H taps side by side (k3 s2), 4 -> 4 channels a group.
@@ -369,7 +370,7 @@ std::vector<Problem> direct_rows_problems() {
       // 3-D, 1 -> 21 channels (chunks of 16 and 8 leave a partial last one), dilated W.
       make_problem(3, 2, 1, 21, 1, {3, 5, 6}, {2, 3, 3}, {1, 2, 1}, {0, 1, 1}, {0, 1, 0},
                    {1, 1, 2}, true),
-      // 1-D, 2 groups of 2 -> 5 channels, k5 s3, 302 columns (two tiles).
+      // 1-D, 2 groups of 2 -> 5 channels, k5 s3, 302 columns (six tiles of 51).
       make_problem(1, 2, 4, 10, 2, {100, 1, 1}, {5, 1, 1}, {3, 1, 1}, {1, 0, 0}, {2, 0, 0},
                    {1, 1, 1}, false),
       // 2-D, 4 -> 12 channels a group, 3 groups, W stride 3 (phases of one and two taps).
@@ -384,6 +385,13 @@ std::vector<Problem> direct_rows_problems() {
                    {1, 1, 1}, true),
       // 7 x 7 x 7 taps: 42.9 KB, past the bound (though below 48 KB), the kernel by rows.
       make_problem(3, 1, 8, 4, 1, {2, 2, 3}, {7, 7, 7}, {1, 1, 1}, {3, 3, 3}, {0, 0, 0},
+                   {1, 1, 1}, false),
+      // 3-D, 3 -> 16 channels k3 s2, 67 output columns: two tiles of 34, 7 rows a pass (18
+      // threads idle), the second tile's last column past W.
+      make_problem(3, 2, 3, 16, 1, {3, 4, 33}, {3, 3, 3}, {2, 2, 2}, {0, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true),
+      // 2-D, 2 -> 6 channels k3 s1, 34 output columns: one tile, 7 rows a pass, 95 rows.
+      make_problem(2, 5, 2, 6, 1, {17, 32, 1}, {3, 3, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
                    {1, 1, 1}, false),
   };
 }

@@ -316,17 +316,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
 // The forward by rows of outputs (forward_rows_kernel), for every problem whose offsets fit
 // an int (forward_fits_int32): forward_kernel's sums, in the same order, without its
-// per-output index arithmetic. A block takes a tile of `tw` output columns (a power of two
-// up to 256) and runs over chunks of output rows (n, c, od, oh). It solves the W taps of
-// its columns once (a table in shared memory: the first tap's input and weight offsets and
-// the tap count, per column), and per chunk each thread solves one row's D and H taps and
-// offsets into shared memory; then every output is a few shared-memory reads and its taps'
-// loads and multiply-adds, a thread taking several rows at a time with all their loads
-// issued before their products (the kernel is bound by load latency: one output's loads
-// in flight a thread left most of the memory system idle). Each output's address of every
-// product is the one forward_kernel
-// computes, and the products are summed in the same order (per tap a partial sum over the
-// input channels, added to the output's sum), so the results are the same bit for bit.
+// per-output index arithmetic. A block takes a tile of `tw` output columns (up to 256,
+// rows_per_pass rows of them at once: direct_column_tiles) and runs over chunks of output
+// rows (n, c, od, oh). It solves the W taps of its columns once (a table in shared memory:
+// the first tap's input and weight offsets and the tap count, per column), and per chunk
+// each thread solves one row's D and H taps and offsets into shared memory; then every
+// output is a few shared-memory reads and its taps' loads and multiply-adds, a thread taking
+// several rows at a time with all their loads issued before their products (the kernel is
+// bound by load latency: one output's loads in flight a thread left most of the memory
+// system idle). Each output's address of every product is the one forward_kernel computes,
+// and the products are summed in the same order (per tap a partial sum over the input
+// channels, added to the output's sum), so the results are the same bit for bit.
 
 // kTaps consecutive W taps (jw, jw + 1, ...) of forward_rows_kernel's kRows rows, kCig
 // input channels each: every load of every row and tap issued before the products, then
@@ -404,8 +404,9 @@ __global__ void __launch_bounds__(kThreads, 4)
     col_w[t] = cw;
     col_n[t] = cn;
   }
-  const int col = t & (rs.tw - 1), row_in_pass = t >> rs.tw_log2;
-  const int rows_per_pass = kThreads >> rs.tw_log2;
+  // A column of rs.rows_per_pass rows at once; the threads past them idle.
+  const int col = t % rs.tw, row_in_pass = t / rs.tw;
+  const bool idle = row_in_pass >= rs.rows_per_pass;
   for (int r0 = int(blockIdx.y) * rs.chunk_rows; r0 < rs.rows;
        r0 += int(gridDim.y) * rs.chunk_rows) {
     __syncthreads();  // (the previous chunk's rows are read; the first: the column table)
@@ -435,17 +436,17 @@ __global__ void __launch_bounds__(kThreads, 4)
     if (cn < 0) continue;  // (no barrier is skipped: the next one is at the loop's top)
     const int cx = col_x[col], cw = col_w[col];
     const int y_col = (ow0 + col) * int(p.y_str[4]);
-    const int rows_here = min(rs.chunk_rows, rs.rows - r0);
+    const int rows_here = idle ? 0 : min(rs.chunk_rows, rs.rows - r0);
     // kRows rows a thread at a time (rows rr, rr + rows_per_pass, ...): their loads are
     // issued together, so that each thread has that many outputs' loads in flight. Each
     // row visits its own D and H taps (inactive past its counts) in its own order.
-    for (int rr = row_in_pass; rr < rows_here; rr += kRows * rows_per_pass) {
+    for (int rr = row_in_pass; rr < rows_here; rr += kRows * rs.rows_per_pass) {
       int nd[kRows], nh[kRows], xr[kRows], wr[kRows];
       A acc[kRows];
       int nd_max = 0, nh_max = 0;
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        const int q = rr + r * rows_per_pass;
+        const int q = rr + r * rs.rows_per_pass;
         const bool here = q < rows_here;
         nd[r] = here ? row_nd[q] : 0;
         nh[r] = here ? row_nh[q] : 0;
@@ -498,7 +499,7 @@ __global__ void __launch_bounds__(kThreads, 4)
       }
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        const int q = rr + r * rows_per_pass;
+        const int q = rr + r * rs.rows_per_pass;
         if (q >= rows_here) continue;
         A v = acc[r];
         if (b != nullptr) v += row_b[q];
@@ -599,8 +600,9 @@ __global__ void __launch_bounds__(kThreads, sizeof(typename Elem<T>::Acc) > 4 ? 
     col_n[t] = cn;
   }
   const int out0 = int(p.out[0]), out1 = int(p.out[1]);
-  const int col = t & (cs.tw - 1), row_in_pass = t >> cs.tw_log2;
-  const int rows_per_pass = kThreads >> cs.tw_log2;
+  // A column of cs.rows_per_pass rows at once; the threads past them idle.
+  const int col = t % cs.tw, row_in_pass = t / cs.tw;
+  const bool idle = row_in_pass >= cs.rows_per_pass;
   const int y_c0 = (g * cog + co0) * int(p.y_str[1]);
   const int ys1 = int(p.y_str[1]);
   const int co_here = min(kCo, cog - co0);
@@ -627,8 +629,8 @@ __global__ void __launch_bounds__(kThreads, sizeof(typename Elem<T>::Acc) > 4 ? 
     if (cn < 0) continue;  // (no barrier is skipped: the next one is at the loop's top)
     const int cx = col_x[col], cw = col_w[col];
     const int y_col = y_c0 + (ow0 + col) * int(p.y_str[4]);
-    const int rows_here = min(cs.chunk_rows, cs.rows - r0);
-    for (int q = row_in_pass; q < rows_here; q += rows_per_pass) {
+    const int rows_here = idle ? 0 : min(cs.chunk_rows, cs.rows - r0);
+    for (int q = row_in_pass; q < rows_here; q += cs.rows_per_pass) {
       const int nd = row_nd[q], nh = row_nh[q];
       const int xr = row_x[q] + cx, wr = row_w[q] + cw;
       A acc[kCo];

@@ -50,8 +50,9 @@ constexpr int kReduceMinBlocks = 4;
 
 // forward_rows_kernel's shape (forward_rows_shape).
 struct RowsShape {
-  int tw, tw_log2;     // output columns per block (a power of two, 1..256)
-  int chunk_rows;      // rows per chunk: a multiple of 256 / tw, at most 256
+  int tw;              // output columns per block (1..256; direct_column_tiles)
+  int rows_per_pass;   // rows the block's threads take at once: 256 / tw
+  int chunk_rows;      // rows per chunk: a multiple of rows_per_pass, at most 256
   int rows, w_tiles;   // output rows N * C_out * D * H, column tiles
   bool one_row;        // one row a thread at a time (CONVT_DIRECT_ROWS=1), else kRows
 };
@@ -67,8 +68,9 @@ CONVT_DIRECT_HD constexpr int forward_rows_per_thread(int cig, int acc_bytes) {
 
 // forward_channels_kernel's shape (forward_channels_shape).
 struct ChannelsShape {
-  int tw, tw_log2;    // output columns per block (a power of two, 1..256)
-  int chunk_rows;     // rows (n, od, oh) per chunk: a multiple of 256 / tw, at most 256
+  int tw;             // output columns per block (1..256; direct_column_tiles)
+  int rows_per_pass;  // rows the block's threads take at once: 256 / tw
+  int chunk_rows;     // rows (n, od, oh) per chunk: a multiple of rows_per_pass, at most 256
   int rows, w_tiles;  // N * D * H output rows, column tiles
   int co_chunks;      // chunks of kCo channels per group (the last may be partial)
   int kco;            // kCo: 4, 8 or 16
@@ -147,31 +149,66 @@ inline bool forward_fits_int32(const DirectParams& p, int64_t total, int64_t gri
   return total + grid_threads < kLimit;
 }
 
+// The direct forward kernels' column tiles: a block takes tw consecutive output columns of
+// rows_per_pass = kThreads / tw rows at once (a thread one column of one row), the
+// kThreads - rows_per_pass * tw threads left over idle. W is cut into m tiles of
+// ceil(W / m) columns, m from the fewest that fit kThreads (ceil(W / kThreads)) up to 15
+// more while the tiles keep 32 columns (a warp's loads of a row stay contiguous), taking the
+// fewest tiles whose share of busy threads (columns of W over the tiles' columns, times the
+// busy threads) is within 2% of the best of them: 34 columns make one tile of 7 rows of 34
+// (93% of the threads busy, where the next power of two, 64, keeps 53%), 65 columns two
+// tiles of 33 (89%), 300 columns six tiles of 50 (98%).
+struct ColumnTiles {
+  int tw, rows_per_pass, w_tiles;
+};
+inline ColumnTiles direct_column_tiles(int64_t width) {
+  const int64_t W = std::max<int64_t>(width, 1);
+  const int64_t m0 = (W + kThreads - 1) / kThreads;
+  auto busy = [&](int64_t m) {
+    const int64_t tw = (W + m - 1) / m, tiles = (W + tw - 1) / tw;
+    return double(W) / double(tiles * tw) * double((kThreads / tw) * tw) / kThreads;
+  };
+  double best = busy(m0);
+  for (int64_t m = m0 + 1; m <= m0 + 15 && (W + m - 1) / m >= 32; ++m)
+    best = std::max(best, busy(m));
+  int64_t m = m0;
+  while (busy(m) < best - 0.02) ++m;
+  ColumnTiles ct{};
+  ct.tw = int((W + m - 1) / m);
+  ct.rows_per_pass = kThreads / ct.tw;
+  ct.w_tiles = int((W + ct.tw - 1) / ct.tw);
+  return ct;
+}
+
+// Rows per chunk of the direct forward kernels: the whole passes of rows_per_pass rows that
+// fit kThreads (the kernels' row tables), halved while that leaves fewer than
+// max_blocks / 8 blocks (`blocks(chunk)`), down to one pass.
+template <typename Blocks>
+inline int direct_chunk_rows(int rows_per_pass, int64_t max_blocks, Blocks blocks) {
+  int passes = kThreads / rows_per_pass;
+  while (passes > 1 && blocks(passes * rows_per_pass) < max_blocks / 8) passes = (passes + 1) / 2;
+  return passes * rows_per_pass;
+}
+
 // forward_rows_kernel's shape for p, and whether it runs it: where forward_fits_int32 holds
 // (and CONVT_DIRECT_ROWS=0, read at every call, does not ask for the per-output kernel;
 // CONVT_DIRECT_ROWS=1 asks for one row a thread at a time, the form before
-// forward_rows_per_thread, for measuring).
-// Column tiles of the next power of two at or above W, up to 256; chunks of 256 rows,
-// halved while that would leave fewer than max_blocks / 8 blocks.
+// forward_rows_per_thread, for measuring). Column tiles of direct_column_tiles, chunks of
+// direct_chunk_rows.
 inline bool forward_rows_shape(const DirectParams& p, int64_t total, int64_t max_blocks,
                                RowsShape& rs) {
   const char* env = std::getenv("CONVT_DIRECT_ROWS");
   if (env != nullptr && env[0] == '0') return false;
   if (!forward_fits_int32(p, total, int64_t(kThreads) * 65535)) return false;
   rs.one_row = env != nullptr && env[0] == '1';
-  rs.tw = 1;
-  rs.tw_log2 = 0;
-  while (rs.tw < kThreads && rs.tw < p.out[2]) {
-    rs.tw *= 2;
-    ++rs.tw_log2;
-  }
+  const ColumnTiles ct = direct_column_tiles(p.out[2]);
+  rs.tw = ct.tw;
+  rs.rows_per_pass = ct.rows_per_pass;
+  rs.w_tiles = ct.w_tiles;
   rs.rows = int(p.N * p.C_out * p.out[0] * p.out[1]);
-  rs.w_tiles = int((p.out[2] + rs.tw - 1) / rs.tw);
-  const int rows_per_pass = kThreads / rs.tw;
-  rs.chunk_rows = kThreads;
-  auto blocks = [&](int chunk) { return ((int64_t(rs.rows) + chunk - 1) / chunk) * rs.w_tiles; };
-  while (rs.chunk_rows > rows_per_pass && blocks(rs.chunk_rows) < max_blocks / 8)
-    rs.chunk_rows /= 2;
+  rs.chunk_rows = direct_chunk_rows(rs.rows_per_pass, max_blocks, [&](int chunk) {
+    return ((int64_t(rs.rows) + chunk - 1) / chunk) * rs.w_tiles;
+  });
   return true;
 }
 
@@ -199,14 +236,11 @@ inline bool forward_channels_shape(const DirectParams& p, int64_t total, int64_t
   if (rows != nullptr && rows[0] != '\0') return false;
   if (p.cog < 3) return false;
   if (!forward_fits_int32(p, total, int64_t(kThreads) * 65535)) return false;
-  cs.tw = 1;
-  cs.tw_log2 = 0;
-  while (cs.tw < kThreads && cs.tw < p.out[2]) {
-    cs.tw *= 2;
-    ++cs.tw_log2;
-  }
+  const ColumnTiles ct = direct_column_tiles(p.out[2]);
+  cs.tw = ct.tw;
+  cs.rows_per_pass = ct.rows_per_pass;
+  cs.w_tiles = ct.w_tiles;
   cs.rows = int(p.N * p.out[0] * p.out[1]);
-  cs.w_tiles = int((p.out[2] + cs.tw - 1) / cs.tw);
   const int64_t taps = p.k[0] * p.k[1] * p.k[2];  // (each below 2^30: forward_fits_int32)
   if (taps * p.cig * 4 * acc_bytes > kChannelsSmemBytes) return false;
   cs.taps = int(taps);
@@ -226,13 +260,9 @@ inline bool forward_channels_shape(const DirectParams& p, int64_t total, int64_t
   cs.co_chunks = int((p.cog + kco - 1) / kco);
   cs.smem_bytes = int(int64_t(cs.taps) * p.cig * kco * acc_bytes);
   if (p.groups * cs.co_chunks * int64_t(cs.w_tiles) > INT32_MAX) return false;
-  const int rows_per_pass = kThreads / cs.tw;
-  cs.chunk_rows = kThreads;
-  auto blocks = [&](int chunk) {
+  cs.chunk_rows = direct_chunk_rows(cs.rows_per_pass, max_blocks, [&](int chunk) {
     return ((int64_t(cs.rows) + chunk - 1) / chunk) * cs.w_tiles * p.groups * cs.co_chunks;
-  };
-  while (cs.chunk_rows > rows_per_pass && blocks(cs.chunk_rows) < max_blocks / 8)
-    cs.chunk_rows /= 2;
+  });
   return true;
 }
 // The form of the direct forward that launch_forward runs for p, in words (the forward's
