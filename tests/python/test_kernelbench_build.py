@@ -136,9 +136,10 @@ def _plan_lines():
 @requires_cxx
 def test_compiled_planner_reports(planner_program):
     """convt_kb::cuda_forward_plan (what an exported file reports at run time) runs on the
-    linked amalgamation: tensor cores for KernelBench's float32 shapes (TF32 when allowed,
-    split TF32 in strict float32), the direct kernel for float64, and the depthwise shape's
-    groups merged eight at a time on the wgmma kernel (docs/kernels.md)."""
+    linked amalgamation, in CONVT_LOG's wording: tensor cores for KernelBench's float32
+    shapes (TF32 when allowed, split TF32 in strict float32), the direct kernel for float64
+    with its form and reason, and the depthwise shape's groups merged eight at a time on the
+    wgmma kernel (docs/kernels.md)."""
     lines = _plan_lines()
     proc = subprocess.run([str(planner_program)], input="\n".join(lines) + "\n", capture_output=True,
                           text=True, timeout=60)
@@ -151,12 +152,17 @@ def test_compiled_planner_reports(planner_program):
         by_mode.setdefault((fields[5], fields[6]), []).append(plan)
     assert any(p.startswith("implicit-GEMM") for p in by_mode[("float32", "0")])
     strict = by_mode[("float32", "1")]  # split TF32 on the same kernels
-    assert any(p.startswith("implicit-GEMM mma.sync 3xTF32") for p in strict)
+    assert any(p.startswith("implicit-GEMM wgmma persistent 3xTF32") for p in strict)
     assert all("3xTF32" in p or p.startswith("direct kernel") for p in strict)
     assert not any("3xTF32" in p for p in by_mode[("float32", "0")])
     # Depthwise (1 input channel per group): eight groups merged into one of 8 channels.
     assert "3xTF32" in strict[-1] and "groups merged 8 at a time" in strict[-1], strict[-1]
-    assert all(p.startswith("direct kernel") and "float64" in p for p in by_mode[("float64", "0")])
+    for plan in by_mode[("float64", "0")]:
+        assert plan.startswith("direct kernel, ") and plan.endswith(
+            "(implicit GEMM not usable: float64 has no tensor-core path)"), plan
+    # The form of each float64 layer: one of the direct kernel's three.
+    assert all(any(f in p for f in ("output channels a thread", "by rows of outputs", "one output a thread"))
+               for p in by_mode[("float64", "0")])
     for dtype in ("float32", "bfloat16", "float16"):
         depthwise = by_mode[(dtype, "0")][-1]
         assert depthwise.startswith("implicit-GEMM wgmma"), depthwise

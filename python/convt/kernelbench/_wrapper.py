@@ -317,13 +317,14 @@ std::string convt_build_info() { return convt::build_info(); }
 CUDA_EXTRA = r"""
 // ---- forward plan report (convt export-kernelbench) ----
 namespace convt_kb {
-// What convt::cuda::forward runs for this problem: the same plan and wording as its
-// CONVT_LOG=1 line.
+// What convt::cuda::forward runs for this problem with a contiguous input, in the wording
+// of its CONVT_LOG=1 line and convt.describe_forward (the wgmma or TMA kernel's tiles, or
+// the direct kernel's form and why the implicit GEMM cannot run), planned for a Hopper GPU
+// without touching a device.
 std::string cuda_forward_plan(const convt::Problem& p, int64_t math) {
   convt::ExecOptions opt;
   opt.math = static_cast<convt::MathMode>(math);
-  const convt::cuda::ImplicitGemmFpropPlan plan = convt::cuda::plan_implicit_gemm_fprop(p.canonical3d(), opt);
-  return plan.usable ? plan.describe() : "direct kernel (implicit GEMM " + plan.describe() + ")";
+  return convt::cuda::describe_plan_without_device(p.canonical3d(), opt);
 }
 }  // namespace convt_kb
 """
