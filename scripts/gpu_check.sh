@@ -9,6 +9,7 @@
 #   bash scripts/gpu_check.sh build install bench-fwd ncu   # a forward-performance iteration
 #   bash scripts/gpu_check.sh build fastpath sanitize-fastpath   # the forward kernels' tests
 #   bash scripts/gpu_check.sh build direct-test   # the direct forward's tests and sanitizers
+#   bash scripts/gpu_check.sh build few-test install few-ab   # few input channels on wgmma (CONVT_WG_FEW)
 #   bash scripts/gpu_check.sh install ncu-suite   # Nsight Compute metrics of every suite case
 #     (NCU_SUITE=models for another suite, NCU_CASES / NCU_DTYPES / NCU_MATH to narrow it)
 #   NCU_CASE="kb57 --dtype bf16 --kernel implicit_gemm_wgmma" bash scripts/gpu_check.sh \
@@ -130,6 +131,17 @@ if has direct-test; then
       --gtest_filter='CudaDirectForwardRows.*'
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitize-direct-$tool.log" | tail -3 | tee -a "$SUMMARY"
   done
+fi
+if has few-test; then
+  # Layers of fewer than 8 input channels on the wgmma kernel (CONVT_WG_FEW=1, set by the
+  # tests themselves): their tests and memcheck on them.
+  step few-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaFewChannels*'
+  grep -E "PASSED|FAILED" "$OUT/few-test.log" | tail -3 | tee -a "$SUMMARY"
+  step few-planner "$BUILD/tests/cpp/convt_test_cuda_planner" --gtest_filter='CudaPlanner.FewInput*'
+  grep -E "PASSED|FAILED" "$OUT/few-planner.log" | tail -3 | tee -a "$SUMMARY"
+  step sanitize-few-memcheck timeout 240 env CONVT_TEST_QUICK=1 compute-sanitizer --tool memcheck \
+    --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaFewChannels*'
+  grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitize-few-memcheck.log" | tail -3 | tee -a "$SUMMARY"
 fi
 if has sanitize-fastpath; then
   for tool in memcheck racecheck initcheck; do
@@ -416,6 +428,13 @@ if has channels-ab; then
   step bench-few python3 -m convt bench --suite scripts/suites/few_channels.json \
     --dtype fp32,bf16 --json "$OUT/few-channels.json"
   grep -E "geomean" "$OUT/bench-few.log" | tee -a "$SUMMARY"
+fi
+if has few-ab; then
+  # The wgmma kernel with the channels padded (CONVT_WG_FEW=1) against the direct kernel's
+  # channel chunks on the few-channel layers: GPU time, one build.
+  step few-ab python3 scripts/env_ab.py --suite scripts/suites/few_channels.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time base= few=CONVT_WG_FEW=1
+  grep -E "geomean" "$OUT/few-ab.log" | tee -a "$SUMMARY"
 fi
 if has pairs-ab; then
   # The W phase pairs against the dispatch without them (GPU time, one build): on channel-major

@@ -241,8 +241,13 @@ int tma_launch_stages(const ImplicitGemmFpropPlan& plan, DType dt) {
 std::string ImplicitGemmFpropPlan::describe() const {
   if (!usable) return "not usable: " + reason;
   if (wg_only)
-    return detail::str_cat("implicit-GEMM wgmma", split ? " 3xTF32" : "", " only, groups merged ",
-                           wg_gmerge, " at a time (the direct kernel without wgmma)");
+    return wg_gmerge > 1
+               ? detail::str_cat("implicit-GEMM wgmma", split ? " 3xTF32" : "",
+                                 " only, groups merged ", wg_gmerge,
+                                 " at a time (the direct kernel without wgmma)")
+               : detail::str_cat("implicit-GEMM wgmma", split ? " 3xTF32" : "",
+                                 " only, input channels padded to ", wg_bk,
+                                 " (the direct kernel without wgmma)");
   const char* mma = split ? "mma.sync 3xTF32" : "mma.sync";
   if (kind == Kind::kHalo)
     return detail::str_cat("implicit-GEMM ", mma, " with W-tap input strips, tile ",
@@ -1172,7 +1177,10 @@ ImplicitGemmFpropPlan plan_implicit_gemm_fprop(const Problem& p, const ExecOptio
 
 namespace {
 
-ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options) {
+// few_channels: fewer than 8 input channels per group allowed (plan_uncached's padded
+// plans; see there).
+ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options,
+                                    bool few_channels = false) {
   ExecOptions opt = options;
   if (opt.forward_kernel == ForwardKernel::kAuto) opt.forward_kernel = forward_kernel_from_env();
   ImplicitGemmFpropPlan plan;
@@ -1195,7 +1203,7 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
       return no("spatial sizes or strides beyond 32-bit tap arithmetic");
   }
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
-  if (cig < 8) return no("fewer than 8 input channels per group");
+  if (cig < 8 && !few_channels) return no("fewer than 8 input channels per group");
   plan.block_k = cig > 16 ? 32 : 16;
   plan.cig_pad = round_up(cig, plan.block_k);
   plan.cog_pad = round_up(cog, igemm::kBlockM);
@@ -1711,6 +1719,24 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
   const bool kernel_ok = options.forward_kernel == ForwardKernel::kAuto ||
                          options.forward_kernel == ForwardKernel::kImplicitGemmWgmma;
   if (!kernel_ok || p.dtype == DType::kFloat64) return plan;
+  // Fewer than 8 input channels with groups of one (an image's 3 channels, 1-4 channel
+  // stems; CONVT_WG_FEW=1, opt-in until measured against the direct kernel's channel
+  // chunks): the wgmma kernel alone, wherever its box fits, the K step's channels (8 in
+  // float32, 16 in 16-bit types) padded with zeros past the input's: the input copy and
+  // the boxes of x read in place fill them with zeros (as they fill a group's last channel
+  // block), and the weight tiles hold zeros there (pack_weight_wgmma_kernel). No other
+  // tensor-core kernel runs these (wg_only: the direct kernel on devices without wgmma).
+  if (!plan.usable && p.groups == 1 && p.in_channels < 8 &&
+      wg_env_int_or("CONVT_WG_FEW", 0) == 1) {
+    ExecOptions o = options;
+    o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+    ImplicitGemmFpropPlan fp = plan_as_given(p, o, true);
+    if (!fp.usable || !fp.wg || fp.wg_raw) return plan;
+    fp.wg_only = true;
+    fp.tma = false;
+    fp.tma_reason = "fewer than 8 input channels: the wgmma kernel only";
+    return fp;
+  }
   const bool split = p.dtype == DType::kFloat32 && options.math == MathMode::kStrictFP32;
   const int m = group_merge_factor(p, split);
   if (m <= 1) return plan;
@@ -2067,6 +2093,10 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
       plan.wg_gmerge > 1 ? detail::str_cat(", groups merged ", plan.wg_gmerge,
                                            " at a time (block-diagonal weight)")
                          : std::string(),
+      plan.wg_only && plan.wg_gmerge == 1
+          ? detail::str_cat(", ", p.in_channels_per_group(), " input channels padded to ",
+                            plan.wg_bk)
+          : std::string(),
       wgmma_channels_last_in_place(plan, wgmma_problem(plan, p), x)
           ? ", channels_last input read in place"
       : wgmma_input_transposed_in_kernel(plan, wgmma_problem(plan, p), x)

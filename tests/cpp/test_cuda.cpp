@@ -1072,6 +1072,65 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaGroupMerge,
                          ::testing::Range(0, static_cast<int>(group_merge_cases().size())),
                          indexed_case_name);
 
+// Fewer than 8 input channels with groups of one on the wgmma kernel, the K step's channels
+// padded with zeros (CONVT_WG_FEW=1): an RGB image or volume into 16 channels, strided and
+// not, 1 -> 32 and 4 -> 64 stems, a 1-D 2 -> 64 layer, odd channel counts with dilation
+// and output padding, a 3-D layer of mixed strides; every layout (the input copy, the
+// boxes of x transposed in the kernel, channels_last), every precision and direction
+// (backward on the direct kernels) against the float64 oracle, as the dispatch plans them.
+std::vector<Case> few_channel_cases() {
+  std::vector<Case> v;
+  auto add = [&](Problem p, Layout layout = Layout::kContiguous) { v.push_back({p, layout}); };
+  const Problem rgb2 = make_problem(2, 2, 3, 16, 1, {9, 16, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0},
+                                    {1, 1, 0}, {1, 1, 1}, true);
+  add(rgb2);
+  add(rgb2, Layout::kPermuted);
+  add(rgb2, Layout::kChannelsLast);
+  add(make_problem(2, 3, 3, 16, 1, {10, 13, 1}, {3, 3, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, false));
+  add(make_problem(3, 2, 3, 16, 1, {3, 5, 9}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(3, 2, 3, 8, 1, {4, 5, 6}, {3, 3, 3}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, false),
+      Layout::kPermuted);
+  add(make_problem(2, 4, 1, 32, 1, {8, 8, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 4, 64, 1, {6, 7, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(1, 2, 2, 64, 1, {50, 1, 1}, {8, 1, 1}, {4, 1, 1}, {2, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 7, 20, 1, {6, 9, 1}, {5, 3, 1}, {3, 2, 1}, {2, 1, 0}, {1, 1, 0},
+                   {2, 1, 1}, true));
+  add(make_problem(3, 2, 5, 12, 1, {3, 4, 7}, {2, 3, 4}, {1, 2, 3}, {0, 1, 1}, {0, 1, 2},
+                   {1, 1, 1}, false));
+  add(make_problem(2, 3, 1, 3, 1, {7, 11, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  return v;
+}
+
+class CudaWgmmaFewChannels : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaFewChannels, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  static const std::vector<Case> all = few_channel_cases();
+  const Case& c = all[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(c.name());
+  const ScopedEnv few("CONVT_WG_FEW", "1");
+  const std::string padded = std::to_string(c.problem.in_channels) + " input channels padded to ";
+  for (const Precision& precision : kPrecisions) {
+    if (precision.dtype == DType::kFloat64) continue;
+    const std::string what = describe_wgmma_forward(c.problem, precision, c.layout);
+    EXPECT_NE(what.find("wgmma persistent"), std::string::npos) << precision.name << ": " << what;
+    EXPECT_NE(what.find(padded), std::string::npos) << precision.name << ": " << what;
+    check_all_directions(c.problem, c.layout, precision, 7919u * uint64_t(GetParam()) + 3);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaFewChannels,
+                         ::testing::Range(0, static_cast<int>(few_channel_cases().size())),
+                         indexed_case_name);
+
 // Fuzzed 2-D and 3-D layers of 1, 2 or 4 input channels a group (small_group_cases: 8-32
 // groups, random kernel, stride, padding, dilation, output padding, every layout) run as
 // the dispatch plans them, their groups merged on the wgmma kernel where the planner merges

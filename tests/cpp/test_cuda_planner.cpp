@@ -2141,6 +2141,78 @@ TEST(CudaPlanner, DirectChannelsShapesHoldTheirKernelsInvariants) {
   EXPECT_GT(by_kco[16], 50);
 }
 
+// Fewer than 8 input channels with groups of one: no implicit-GEMM plan by default (the
+// direct kernel's channel chunks run them), and with CONVT_WG_FEW=1 a wgmma-only plan
+// whose K step holds the input's channels padded with zeros (8 in float32, 16 in 16-bit
+// types, one channel block), in every precision; layers with groups keep their own plans
+// (merged or not) either way, and float64 none.
+TEST(CudaPlanner, FewInputChannelsRunOnWgmmaWhereAsked) {
+  using convt::test::make_problem;
+  const std::vector<Problem> layers = {
+      make_problem(2, 128, 3, 16, 1, {32, 32, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 1, 0},
+                   {1, 1, 1}, true),
+      make_problem(3, 128, 3, 16, 1, {16, 32, 32}, {3, 3, 3}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true),
+      make_problem(2, 64, 1, 32, 1, {64, 64, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true),
+      make_problem(2, 32, 4, 64, 1, {64, 64, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true),
+      make_problem(1, 32, 2, 64, 1, {8192, 1, 1}, {8, 1, 1}, {4, 1, 1}, {2, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true),
+  };
+  struct Mode {
+    DType dtype;
+    MathMode math;
+  };
+  const Mode modes[] = {{DType::kFloat32, MathMode::kAllowTF32},
+                        {DType::kFloat32, MathMode::kStrictFP32},
+                        {DType::kBFloat16, MathMode::kAllowTF32},
+                        {DType::kFloat16, MathMode::kAllowTF32}};
+  for (Problem p : layers) {
+    for (const Mode& mode : modes) {
+      p.dtype = mode.dtype;
+      const Problem c = p.canonical3d();
+      SCOPED_TRACE(p.to_string() + (mode.math == MathMode::kStrictFP32 ? " strict" : ""));
+      ExecOptions opt;
+      opt.math = mode.math;
+      const Plan off = convt::cuda::plan_implicit_gemm_fprop(c, opt);
+      EXPECT_FALSE(off.usable);
+      EXPECT_EQ(off.reason, "fewer than 8 input channels per group");
+      const ScopedEnv few("CONVT_WG_FEW", "1");
+      const Plan plan = convt::cuda::plan_implicit_gemm_fprop(c, opt);
+      ASSERT_TRUE(plan.usable && plan.wg && plan.wg_only) << plan.describe();
+      EXPECT_FALSE(plan.tma || plan.wg_raw) << plan.describe();
+      EXPECT_EQ(plan.wg_gmerge, 1);
+      EXPECT_EQ(plan.wg_bk, mode.dtype == DType::kFloat32 ? 8 : 16);
+      EXPECT_EQ(plan.wg_cblocks, 1);
+      EXPECT_EQ(plan.split, mode.math == MathMode::kStrictFP32);
+      const std::string padded = std::to_string(p.in_channels) + " input channels padded to " +
+                                 std::to_string(plan.wg_bk);
+      EXPECT_NE(plan.describe().find("only, input channels padded to"), std::string::npos)
+          << plan.describe();
+      const std::string what = convt::cuda::describe_plan_without_device(c, opt);
+      EXPECT_EQ(what.rfind("implicit-GEMM wgmma persistent", 0), 0u) << what;
+      EXPECT_NE(what.find(padded), std::string::npos) << what;
+    }
+  }
+  // Groups: the same plan with and without (a depthwise layer, merged; 2 -> 4 groups).
+  for (const Problem& g : {make_problem(2, 16, 64, 64, 64, {64, 64, 1}, {4, 4, 1}, {2, 2, 1},
+                                        {1, 1, 0}, {0, 0, 0}, {1, 1, 1}, true),
+                           make_problem(1, 8, 8, 16, 4, {500, 1, 1}, {4, 1, 1}, {2, 1, 1},
+                                        {1, 0, 0}, {0, 0, 0}, {1, 1, 1}, true)}) {
+    SCOPED_TRACE(g.to_string());
+    const ExecOptions opt;
+    const std::string before = convt::cuda::plan_implicit_gemm_fprop(g.canonical3d(), opt).describe();
+    const ScopedEnv few("CONVT_WG_FEW", "1");
+    EXPECT_EQ(convt::cuda::plan_implicit_gemm_fprop(g.canonical3d(), opt).describe(), before);
+  }
+  // float64: the direct kernel.
+  Problem f64 = layers[0];
+  f64.dtype = DType::kFloat64;
+  const ScopedEnv few("CONVT_WG_FEW", "1");
+  EXPECT_FALSE(convt::cuda::plan_implicit_gemm_fprop(f64.canonical3d(), ExecOptions()).usable);
+}
+
 // The direct forward kernels' column tiles (direct_column_tiles) cover W with tiles of at
 // most 256 columns, at least 32 where W has them, and keep at least 81% of a block's threads
 // busy for every W up to 20000: never fewer than tiles of the next power of two at or above
