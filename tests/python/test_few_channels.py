@@ -4,7 +4,8 @@ several output channels a thread against a shared-memory table of the weights
 (docs/kernels.md, "Several output channels a thread"; CONVT_DIRECT_CHANNELS=0 runs the kernel
 by rows instead). Fuzzed layers through the functional API and the nn modules, every
 precision, PyTorch's output layout, within the budget against float64; the two forms give
-the same bits. GPU only."""
+the same bits; and the opt-in wgmma plans of such layers with groups of one, their channels
+padded to the K step (CONVT_WG_FEW=1). GPU only."""
 import random
 
 import pytest
@@ -104,6 +105,29 @@ def test_output_channels_a_thread_give_the_rows_kernels_bits(fuzzed, dtype, monk
     for setting in ("", "4", "8", "16"):
         monkeypatch.setenv("CONVT_DIRECT_CHANNELS", setting)
         assert torch.equal(op(xc, wc, bc, **kw), rows), setting
+
+
+@requires_convt_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("fuzzed", [f for f in FUZZED if f[0][4] == 1], ids=_layer_id)
+def test_padded_channels_on_wgmma_match_float64(fuzzed, dtype, monkeypatch):
+    """With CONVT_WG_FEW=1, layers of groups of one run on the wgmma kernel with their input
+    channels padded to the K step (where its box fits; on GPUs without wgmma the direct
+    kernel): within the budget against float64, in PyTorch's output layout."""
+    layer, channels_last, bias = fuzzed
+    dims, x, w, b, kw = _tensors(layer, bias, 7 * layer[2] + layer[3])
+    xc, wc, bc = _on_cuda(x, w, b, dtype, channels_last)
+    monkeypatch.setenv("CONVT_WG_FEW", "1")
+    what = convt.describe_forward(xc, wc, bc, **kw)
+    if torch.cuda.get_device_capability() == (9, 0) and what.startswith("implicit-GEMM"):
+        assert f"{layer[2]} input channels padded to" in what, what
+    y = getattr(convt, f"conv_transpose{dims}d")(xc, wc, bc, **kw)
+    torch_y = getattr(F, f"conv_transpose{dims}d")(xc, wc, bc, **kw)
+    torch.cuda.synchronize()
+    assert y.shape == torch_y.shape and y.stride() == torch_y.stride(), what
+    ref = getattr(F, f"conv_transpose{dims}d")(x.double(), w.double(),
+                                               None if b is None else b.double(), **kw)
+    assert rel_error(y, ref) <= BUDGETS[dtype], what
 
 
 @requires_convt_cuda
