@@ -2083,9 +2083,9 @@ TEST(CudaPlanner, DirectChannelsKernelTakesTheWidestChunkThatFillsTheMachine) {
 }
 
 // Over fuzzed layers, a shape forward_channels_shape takes holds what the kernel relies on:
-// kCo of 4, 8 or 16 within its caps and the group's channels (16 from 12, 8 from 6), chunks that cover the group's channels, the weight
-// table's bytes within its bound, column tiles covering W, row chunks a multiple
-// of the rows a pass at most 256.
+// kCo of 4, 8 or 16 within its caps and the group's channels (16 from 12, 8 from 6), chunks
+// that cover the group's channels, the weight table's bytes within its bound, column tiles
+// covering W, row chunks a multiple of the rows a pass at most 256.
 TEST(CudaPlanner, DirectChannelsShapesHoldTheirKernelsInvariants) {
   using convt::cuda::direct::ChannelsShape;
   std::mt19937_64 rng(2027);
@@ -2211,6 +2211,60 @@ TEST(CudaPlanner, FewInputChannelsRunOnWgmmaWhereAsked) {
   f64.dtype = DType::kFloat64;
   const ScopedEnv few("CONVT_WG_FEW", "1");
   EXPECT_FALSE(convt::cuda::plan_implicit_gemm_fprop(f64.canonical3d(), ExecOptions()).usable);
+}
+
+// Over 600 fuzzed layers of 1-7 input channels and groups of one (1-D to 3-D, kernels of
+// 1-7, strides 1-4, dilation, padding, output padding, 1-80 output channels), in every
+// precision with CONVT_WG_FEW=1: a plan is either not usable, or a wgmma-only one of one
+// channel block of 8 (float32) or 16 (16-bit) channels with no TMA kernel, whose description
+// names the padding; most of them are usable.
+TEST(CudaPlanner, FewInputChannelPlansHoldOverFuzzedLayers) {
+  using convt::test::make_problem;
+  std::mt19937_64 rng(1127);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const ScopedEnv few("CONVT_WG_FEW", "1");
+  int planned = 0, usable = 0;
+  for (int i = 0; i < 600; ++i) {
+    const int dims = int(pick(1, 3));
+    Dims in{1, 1, 1}, k{1, 1, 1}, st{1, 1, 1}, pad{0, 0, 0}, op{0, 0, 0}, dil{1, 1, 1};
+    for (int d = 0; d < dims; ++d) {
+      in[d] = pick(1, dims == 1 ? 2000 : dims == 2 ? 64 : 16);
+      k[d] = pick(1, 7);
+      st[d] = pick(1, 4);
+      dil[d] = pick(1, 3);
+      pad[d] = pick(0, (k[d] - 1) * dil[d]);
+      op[d] = pick(0, std::max(st[d], dil[d]) - 1);
+      if ((in[d] - 1) * st[d] - 2 * pad[d] + dil[d] * (k[d] - 1) + op[d] + 1 < 1) pad[d] = 0;
+    }
+    Problem p = make_problem(dims, pick(1, 16), pick(1, 7), pick(1, 80), 1, in, k, st, pad, op,
+                             dil, pick(0, 1) == 1);
+    const int mode = int(pick(0, 3));
+    p.dtype = mode == 2 ? DType::kBFloat16 : mode == 3 ? DType::kFloat16 : DType::kFloat32;
+    ExecOptions opt;
+    opt.math = mode == 1 ? MathMode::kStrictFP32 : MathMode::kAllowTF32;
+    SCOPED_TRACE(p.to_string() + (mode == 1 ? " strict" : ""));
+    ASSERT_NO_THROW(p.validate());
+    const Problem c = p.canonical3d();
+    const Plan plan = convt::cuda::plan_implicit_gemm_fprop(c, opt);
+    ++planned;
+    const std::string what = convt::cuda::describe_plan_without_device(c, opt);
+    if (!plan.usable) {
+      EXPECT_EQ(what.rfind("direct kernel, ", 0), 0u) << what;
+      continue;
+    }
+    ++usable;
+    EXPECT_TRUE(plan.wg && plan.wg_only && !plan.tma && !plan.wg_raw) << plan.describe();
+    EXPECT_EQ(plan.wg_gmerge, 1);
+    EXPECT_EQ(plan.wg_cblocks, 1);
+    EXPECT_EQ(plan.wg_bk, p.dtype == DType::kFloat32 ? 8 : 16);
+    EXPECT_NE(what.find(std::to_string(p.in_channels) + " input channels padded to"),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_EQ(planned, 600);
+  EXPECT_GT(usable, 480);
 }
 
 // The direct forward kernels' column tiles (direct_column_tiles) cover W with tiles of at
