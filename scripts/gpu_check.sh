@@ -431,10 +431,13 @@ if has channels-ab; then
 fi
 if has few-ab; then
   # The wgmma kernel with the channels padded (CONVT_WG_FEW=1) against the direct kernel's
-  # channel chunks on the few-channel layers: GPU time, one build.
+  # channel chunks on the few-channel layers and 24 fuzzed ones: GPU time, one build.
   step few-ab python3 scripts/env_ab.py --suite scripts/suites/few_channels.json \
     --dtype fp32,bf16 --rounds 2 --gpu-time base= few=CONVT_WG_FEW=1
   grep -E "geomean" "$OUT/few-ab.log" | tee -a "$SUMMARY"
+  step few-ab-fuzz python3 scripts/env_ab.py --suite scripts/suites/few_channels_fuzz.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time base= few=CONVT_WG_FEW=1
+  grep -E "geomean" "$OUT/few-ab-fuzz.log" | tee -a "$SUMMARY"
 fi
 if has pairs-ab; then
   # The W phase pairs against the dispatch without them (GPU time, one build): on channel-major

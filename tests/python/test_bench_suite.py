@@ -146,6 +146,45 @@ def test_few_channels_suite_file_loads():
     assert by_id["c3_3d_s1"].output_size == (18, 34, 34)
 
 
+def test_few_channels_fuzz_suite_is_the_generators_output(tmp_path):
+    """scripts/suites/few_channels_fuzz.json (24 fuzzed layers of 1-7 input channels and
+    groups of one, for measuring the few-channel rules over layers nobody picked) is a
+    valid suite file, and scripts/fuzz_suite.py run with the command its description records
+    writes it again byte for byte."""
+    import shlex
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    path = root / "scripts" / "suites" / "few_channels_fuzz.json"
+    suite = load_suite(path)
+    assert len(suite.cases) == 24 and len(set(suite.ids())) == 24
+    assert {c.groups for c in suite.cases} == {1}
+    assert {c.dims for c in suite.cases} == {1, 2, 3}
+    assert all(1 <= c.in_channels <= 7 and 3 <= c.out_channels <= 64 for c in suite.cases)
+    about = json.loads(path.read_text())["about"]
+    command = about.split("Written by `")[1].split("`")[0]
+    args = shlex.split(command)[2:]
+    out = tmp_path / "again.json"
+    i = args.index("--out")
+    args[i + 1] = str(out)
+    subprocess.run([sys.executable, str(root / "scripts" / "fuzz_suite.py"), *args], check=True)
+    # (The description records the command with the original path.)
+    assert out.read_text().replace(str(out), "scripts/suites/few_channels_fuzz.json") == \
+        path.read_text()
+
+
+def test_fuzz_suite_rejects_bad_ranges():
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "fuzz_suite.py"
+    r = subprocess.run([sys.executable, str(script), "--in-channels", "5-2"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2
+    assert "expected N or LO-HI with 1 <= LO <= HI, got '5-2'" in r.stderr
+
+
 def test_groups_1d_suite_file_loads():
     """scripts/suites/groups_1d.json (1-D layers of 1, 2 and 4 input channels a group, for
     measuring narrow groups merged onto the wgmma kernel against the direct kernel in one
