@@ -1726,7 +1726,11 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
   // the boxes of x read in place fill them with zeros (as they fill a group's last channel
   // block), and the weight tiles hold zeros there (pack_weight_wgmma_kernel). No other
   // tensor-core kernel runs these (wg_only: the direct kernel on devices without wgmma).
+  const ForwardKernel asked = options.forward_kernel == ForwardKernel::kAuto
+                                 ? forward_kernel_from_env()
+                                 : options.forward_kernel;
   if (!plan.usable && p.groups == 1 && p.in_channels < 8 &&
+      (asked == ForwardKernel::kAuto || asked == ForwardKernel::kImplicitGemmWgmma) &&
       wg_env_int_or("CONVT_WG_FEW", 0) == 1) {
     ExecOptions o = options;
     o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
