@@ -430,14 +430,15 @@ if has channels-ab; then
   grep -E "geomean" "$OUT/bench-few.log" | tee -a "$SUMMARY"
 fi
 if has few-ab; then
-  # The wgmma kernel with the channels padded (CONVT_WG_FEW=1) against the direct kernel's
-  # channel chunks on the few-channel layers and 24 fuzzed ones: GPU time, one build.
-  step few-ab python3 scripts/env_ab.py --suite scripts/suites/few_channels.json \
-    --dtype fp32,bf16 --rounds 2 --gpu-time base= few=CONVT_WG_FEW=1
-  grep -E "geomean" "$OUT/few-ab.log" | tee -a "$SUMMARY"
-  step few-ab-fuzz python3 scripts/env_ab.py --suite scripts/suites/few_channels_fuzz.json \
-    --dtype fp32,bf16 --rounds 2 --gpu-time base= few=CONVT_WG_FEW=1
-  grep -E "geomean" "$OUT/few-ab-fuzz.log" | tee -a "$SUMMARY"
+  # Layers of fewer than 8 input channels: the dispatch's choice (base) against the direct
+  # kernel's channel chunks everywhere (CONVT_WG_FEW=0) and the wgmma kernel with the
+  # channels padded wherever its box fits (=1), on the few-channel layers, the fuzzed ones
+  # the rule was chosen on and the held-out ones: GPU time, one build.
+  for suite in few_channels few_channels_fuzz few_channels_heldout; do
+    step "few-ab-$suite" python3 scripts/env_ab.py --suite "scripts/suites/$suite.json" \
+      --dtype fp32,bf16 --rounds 2 --gpu-time base= direct=CONVT_WG_FEW=0 wg=CONVT_WG_FEW=1
+    grep -E "geomean" "$OUT/few-ab-$suite.log" | tee -a "$SUMMARY"
+  done
 fi
 if has pairs-ab; then
   # The W phase pairs against the dispatch without them (GPU time, one build): on channel-major

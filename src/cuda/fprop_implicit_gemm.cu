@@ -1698,6 +1698,32 @@ bool merged_stores_dense(const Problem& p, const ImplicitGemmFpropPlan& mp) {
   return p.stride[2] <= 2 || mp.wg_wup > 1 || mp.wg_wmerge || mp.wg_wpairs || mp.wg_scatter;
 }
 
+// Whether a layer of fewer than 8 input channels (groups of one) runs faster on the wgmma
+// kernel, its channels padded to the K step (fp: that plan), than on the direct kernel's
+// channel chunks. The direct kernel's multiply-adds run on the CUDA cores at 2-6 TMAC/s on
+// an H100, its bytes at 1.1-2.2 TB/s: with fewer than 16 multiply-adds an output (input
+// channels times the taps an output sums, on average) it is bound by its bytes, and the
+// wgmma kernel, whose tiles' fixed costs (the input copy, each tile's pipeline fill and
+// stores) move those bytes at 0.6-2.3 TB/s, gains nothing; from 16 up its MMAs win, unless
+// its tiles compute mostly dropped positions and padded channels (wg_used times the share
+// of a tile's output channels that are the layer's, under 0.4: 3 output channels on a
+// tile of 8, 67% of the positions used). Not in strict float32 (three MMAs a product
+// against the direct kernel's exact one; unmeasured). Measured on an H100 (GPU time, 24
+// fuzzed layers of scripts/suites/few_channels_fuzz.json and 8 of few_channels.json,
+// docs/kernels.md): 9 of the 10 layers this takes run 1.06x-2.95x faster in float32 and
+// bfloat16, one, a 2-D 3 -> 16 k3 s1 layer of 0.02 ms, 0.86x-0.90x; of the 22 it leaves on
+// the direct kernel, 16 run no faster on wgmma (down to 0.28x), 6 faster in one precision
+// or both (up to 1.54x).
+bool few_channels_on_wgmma(const Problem& p, const ImplicitGemmFpropPlan& fp) {
+  if (p.dtype == DType::kFloat32 && fp.split) return false;
+  const double macs_an_output = p.flops() / 2.0 / double(p.output_numel());
+  const int64_t tile_channels = fp.wg_nc > 0 ? fp.wg_nc : fp.wg_coop ? 128 : 64;
+  const int64_t co = p.out_channels;
+  const double channel_share =
+      double(co) / double((co + tile_channels - 1) / tile_channels * tile_channels);
+  return macs_an_output >= 16.0 && fp.wg_used * channel_share >= 0.4;
+}
+
 // The plan of p as given, or (group_merge_factor) that of its groups merged, where the
 // merged problem runs on the wgmma kernel and p's own plan does too (or has another
 // implicit-GEMM kernel, where CONVT_WG_GMERGE asks), or p has no implicit-GEMM plan at all
@@ -1719,23 +1745,25 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
   const bool kernel_ok = options.forward_kernel == ForwardKernel::kAuto ||
                          options.forward_kernel == ForwardKernel::kImplicitGemmWgmma;
   if (!kernel_ok || p.dtype == DType::kFloat64) return plan;
-  // Fewer than 8 input channels with groups of one (an image's 3 channels, 1-4 channel
-  // stems; CONVT_WG_FEW=1, opt-in until measured against the direct kernel's channel
-  // chunks): the wgmma kernel alone, wherever its box fits, the K step's channels (8 in
-  // float32, 16 in 16-bit types) padded with zeros past the input's: the input copy and
-  // the boxes of x read in place fill them with zeros (as they fill a group's last channel
-  // block), and the weight tiles hold zeros there (pack_weight_wgmma_kernel). No other
-  // tensor-core kernel runs these (wg_only: the direct kernel on devices without wgmma).
+  // Fewer than 8 input channels with groups of one (an image's 3 channels, 1-7 channel
+  // stems): the wgmma kernel alone where its box fits and few_channels_on_wgmma finds it
+  // pays, the K step's channels (8 in float32, 16 in 16-bit types) padded with zeros past
+  // the input's: the input copy and the boxes of x read in place fill them with zeros (as
+  // they fill a group's last channel block), and the weight tiles hold zeros there
+  // (pack_weight_wgmma_kernel). No other tensor-core kernel runs these (wg_only: the
+  // direct kernel on devices without wgmma). CONVT_WG_FEW=1 takes the wgmma kernel
+  // wherever its box fits, =0 nowhere.
   const ForwardKernel asked = options.forward_kernel == ForwardKernel::kAuto
                                  ? forward_kernel_from_env()
                                  : options.forward_kernel;
-  if (!plan.usable && p.groups == 1 && p.in_channels < 8 &&
-      (asked == ForwardKernel::kAuto || asked == ForwardKernel::kImplicitGemmWgmma) &&
-      wg_env_int_or("CONVT_WG_FEW", 0) == 1) {
+  const int few_env = wg_env_int_or("CONVT_WG_FEW", -1);
+  if (!plan.usable && p.groups == 1 && p.in_channels < 8 && few_env != 0 &&
+      (asked == ForwardKernel::kAuto || asked == ForwardKernel::kImplicitGemmWgmma)) {
     ExecOptions o = options;
     o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
     ImplicitGemmFpropPlan fp = plan_as_given(p, o, true);
     if (!fp.usable || !fp.wg || fp.wg_raw) return plan;
+    if (few_env != 1 && !few_channels_on_wgmma(p, fp)) return plan;
     fp.wg_only = true;
     fp.tma = false;
     fp.tma_reason = "fewer than 8 input channels: the wgmma kernel only";

@@ -2141,11 +2141,13 @@ TEST(CudaPlanner, DirectChannelsShapesHoldTheirKernelsInvariants) {
   EXPECT_GT(by_kco[16], 50);
 }
 
-// Fewer than 8 input channels with groups of one: no implicit-GEMM plan by default (the
-// direct kernel's channel chunks run them), and with CONVT_WG_FEW=1 a wgmma-only plan
+// Fewer than 8 input channels with groups of one: with CONVT_WG_FEW=1 a wgmma-only plan
 // whose K step holds the input's channels padded with zeros (8 in float32, 16 in 16-bit
-// types, one channel block), in every precision; layers with groups keep their own plans
-// (merged or not) either way, and float64 none.
+// types, one channel block), in every precision; by default that plan only for layers of
+// 16 or more multiply-adds an output (3 -> 16 k3 s1 in 3-D: 81; 4 -> 64 k4 s2: 16) outside
+// strict float32, the direct kernel's channel chunks for the others (k3 s2: 6.75, 1 -> 32
+// k4 s2: 4, 2 -> 64 k8 s4: 4) and with CONVT_WG_FEW=0; layers with groups keep their own
+// plans (merged or not) either way, and float64 none.
 TEST(CudaPlanner, FewInputChannelsRunOnWgmmaWhereAsked) {
   using convt::test::make_problem;
   const std::vector<Problem> layers = {
@@ -2175,9 +2177,17 @@ TEST(CudaPlanner, FewInputChannelsRunOnWgmmaWhereAsked) {
       SCOPED_TRACE(p.to_string() + (mode.math == MathMode::kStrictFP32 ? " strict" : ""));
       ExecOptions opt;
       opt.math = mode.math;
-      const Plan off = convt::cuda::plan_implicit_gemm_fprop(c, opt);
-      EXPECT_FALSE(off.usable);
-      EXPECT_EQ(off.reason, "fewer than 8 input channels per group");
+      const double macs = p.flops() / 2.0 / double(p.output_numel());
+      const bool by_default = macs >= 16.0 && mode.math != MathMode::kStrictFP32;
+      const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(c, opt);
+      EXPECT_EQ(dflt.usable, by_default) << macs << " " << dflt.describe();
+      if (!by_default) EXPECT_EQ(dflt.reason, "fewer than 8 input channels per group");
+      {
+        const ScopedEnv none("CONVT_WG_FEW", "0");
+        const Plan off = convt::cuda::plan_implicit_gemm_fprop(c, opt);
+        EXPECT_FALSE(off.usable);
+        EXPECT_EQ(off.reason, "fewer than 8 input channels per group");
+      }
       const ScopedEnv few("CONVT_WG_FEW", "1");
       const Plan plan = convt::cuda::plan_implicit_gemm_fprop(c, opt);
       ASSERT_TRUE(plan.usable && plan.wg && plan.wg_only) << plan.describe();
@@ -2193,8 +2203,14 @@ TEST(CudaPlanner, FewInputChannelsRunOnWgmmaWhereAsked) {
       const std::string what = convt::cuda::describe_plan_without_device(c, opt);
       EXPECT_EQ(what.rfind("implicit-GEMM wgmma persistent", 0), 0u) << what;
       EXPECT_NE(what.find(padded), std::string::npos) << what;
+      if (by_default) EXPECT_EQ(dflt.describe(), plan.describe());
     }
   }
+  EXPECT_EQ(std::count_if(std::begin(layers), std::end(layers),
+                          [](const Problem& p) {
+                            return p.flops() / 2.0 / double(p.output_numel()) >= 16.0;
+                          }),
+            2);
   // Groups: the same plan with and without (a depthwise layer, merged; 2 -> 4 groups).
   for (const Problem& g : {make_problem(2, 16, 64, 64, 64, {64, 64, 1}, {4, 4, 1}, {2, 2, 1},
                                         {1, 1, 0}, {0, 0, 0}, {1, 1, 1}, true),

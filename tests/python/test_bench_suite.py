@@ -146,17 +146,19 @@ def test_few_channels_suite_file_loads():
     assert by_id["c3_3d_s1"].output_size == (18, 34, 34)
 
 
-def test_few_channels_fuzz_suite_is_the_generators_output(tmp_path):
-    """scripts/suites/few_channels_fuzz.json (24 fuzzed layers of 1-7 input channels and
-    groups of one, for measuring the few-channel rules over layers nobody picked) is a
-    valid suite file, and scripts/fuzz_suite.py run with the command its description records
-    writes it again byte for byte."""
+@pytest.mark.parametrize("name", ["few_channels_fuzz", "few_channels_heldout"])
+def test_few_channels_fuzz_suites_are_the_generators_output(name, tmp_path):
+    """scripts/suites/few_channels_fuzz.json and few_channels_heldout.json (24 fuzzed layers
+    each of 1-7 input channels and groups of one, of two seeds: the first for choosing the
+    few-channel rules, the second for checking them on layers that played no part in the
+    choice) are valid suite files, and scripts/fuzz_suite.py run with the command each
+    description records writes it again byte for byte."""
     import shlex
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parents[2]
-    path = root / "scripts" / "suites" / "few_channels_fuzz.json"
+    path = root / "scripts" / "suites" / f"{name}.json"
     suite = load_suite(path)
     assert len(suite.cases) == 24 and len(set(suite.ids())) == 24
     assert {c.groups for c in suite.cases} == {1}
@@ -164,14 +166,24 @@ def test_few_channels_fuzz_suite_is_the_generators_output(tmp_path):
     assert all(1 <= c.in_channels <= 7 and 3 <= c.out_channels <= 64 for c in suite.cases)
     about = json.loads(path.read_text())["about"]
     command = about.split("Written by `")[1].split("`")[0]
+    assert command.endswith(f"--out scripts/suites/{name}.json")
     args = shlex.split(command)[2:]
     out = tmp_path / "again.json"
     i = args.index("--out")
     args[i + 1] = str(out)
     subprocess.run([sys.executable, str(root / "scripts" / "fuzz_suite.py"), *args], check=True)
     # (The description records the command with the original path.)
-    assert out.read_text().replace(str(out), "scripts/suites/few_channels_fuzz.json") == \
-        path.read_text()
+    assert out.read_text().replace(str(out), f"scripts/suites/{name}.json") == path.read_text()
+
+
+def test_few_channel_suites_differ():
+    """The held-out suite shares no layer with the one the rules were chosen on."""
+    root = Path(__file__).resolve().parents[2] / "scripts" / "suites"
+    def key(c):
+        return (c.dims, c.in_channels, c.out_channels, tuple(c.input_size), c.kernel_size,
+                c.stride, c.padding, c.dilation)
+    chosen = {key(c) for c in load_suite(root / "few_channels_fuzz.json").cases}
+    assert not chosen & {key(c) for c in load_suite(root / "few_channels_heldout.json").cases}
 
 
 def test_fuzz_suite_rejects_bad_ranges():

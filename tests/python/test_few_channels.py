@@ -4,8 +4,9 @@ several output channels a thread against a shared-memory table of the weights
 (docs/kernels.md, "Several output channels a thread"; CONVT_DIRECT_CHANNELS=0 runs the kernel
 by rows instead). Fuzzed layers through the functional API and the nn modules, every
 precision, PyTorch's output layout, within the budget against float64; the two forms give
-the same bits; and the opt-in wgmma plans of such layers with groups of one, their channels
-padded to the K step (CONVT_WG_FEW=1). GPU only."""
+the same bits; and the wgmma plans of such layers with groups of one, their channels padded
+to the K step (by default for layers of 16 or more multiply-adds an output, wherever the
+box fits with CONVT_WG_FEW=1). GPU only."""
 import random
 
 import pytest
@@ -154,3 +155,38 @@ def test_rgb_modules_match_pytorch(dtype):
             y = mod(xc)
         assert y.shape == ref.shape
         assert rel_error(y, ref) <= BUDGETS[dtype]
+
+
+@requires_convt_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_dense_few_channel_layers_take_wgmma_by_default(dtype, monkeypatch):
+    """A 3-D 3 -> 16 layer of kernel 3, stride 1 (81 multiply-adds an output) and a 1-D
+    7 -> 50 layer of kernel 5 (35): by default on the wgmma kernel with their 3 and 7 input
+    channels padded (on GPUs with wgmma), on the direct kernel with CONVT_WG_FEW=0, both
+    within the budget against float64; a 3-D k3 s2 layer (10 an output) stays on the direct
+    kernel."""
+    gen = torch.Generator().manual_seed(5)
+    cases = [((2, 3, 6, 12, 12), (3, 16, 3, 3, 3), {}),
+             ((4, 7, 300), (7, 50, 5), {"padding": 4}),
+             ((2, 3, 6, 12, 12), (3, 16, 3, 3, 3), {"stride": 2, "padding": 1})]
+    wgmma = torch.cuda.get_device_capability() == (9, 0)
+    for i, (xs, ws, kw) in enumerate(cases):
+        x = torch.randn(*xs, generator=gen)
+        w = torch.randn(*ws, generator=gen) / (ws[0] * len(ws[2:])) ** 0.5
+        b = torch.randn(ws[1], generator=gen)
+        xc, wc, bc = (t.to("cuda", dtype) for t in (x, w, b))
+        op = getattr(convt, f"conv_transpose{len(xs) - 2}d")
+        ref = getattr(F, f"conv_transpose{len(xs) - 2}d")(x.double(), w.double(), b.double(),
+                                                           **kw)
+        monkeypatch.delenv("CONVT_WG_FEW", raising=False)
+        what = convt.describe_forward(xc, wc, bc, **kw)
+        if i < 2 and wgmma:
+            assert what.startswith("implicit-GEMM wgmma persistent"), what
+            assert f"{xs[1]} input channels padded to" in what, what
+        else:
+            assert what.startswith("direct kernel"), what
+        assert rel_error(op(xc, wc, bc, **kw), ref) <= BUDGETS[dtype], what
+        monkeypatch.setenv("CONVT_WG_FEW", "0")
+        what = convt.describe_forward(xc, wc, bc, **kw)
+        assert what.startswith("direct kernel"), what
+        assert rel_error(op(xc, wc, bc, **kw), ref) <= BUDGETS[dtype], what
