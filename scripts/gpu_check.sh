@@ -14,6 +14,8 @@
 #     (NCU_SUITE=models for another suite, NCU_CASES / NCU_DTYPES / NCU_MATH to narrow it)
 #   NCU_CASE="kb57 --dtype bf16 --kernel implicit_gemm_wgmma" bash scripts/gpu_check.sh \
 #     build install ncu-src   # stall reasons and per-instruction samples of one kernel
+#   NCU_CASE="kb71 --dtype bf16;CONVT_WG_WV=114 kb71 --dtype bf16" NCU_KERNEL=fprop_wgmma \
+#     bash scripts/gpu_check.sh install ncu-src   # the same under another setting, side by side
 #   bash scripts/gpu_check.sh install bench-strict   # strict float32 forward, 10 runs a side
 #   bash scripts/gpu_check.sh install bench-models   # the layers of published models (--suite models)
 #   bash scripts/gpu_check.sh install host-time   # host time per call on those layers (scripts/host_time.py)
@@ -214,13 +216,23 @@ fi
 if has ncu-src; then
   # Per NCU_CASE (as for ncu): the forward kernel's warp stall reasons in full and its SASS
   # with per-instruction samples (ncu-src-N-sass.csv), for finding where warps wait.
+  # (An entry may start with VAR=VALUE words, the environment of that run alone, e.g.
+  # NCU_CASE="kb71 --dtype bf16;CONVT_WG_WV=114 kb71 --dtype bf16".)
   IFS=';' read -ra NCU_LIST <<<"${NCU_CASE:-kb57 --dtype bf16 --batch 2}"
   i=0
   for c in "${NCU_LIST[@]}"; do
-    step "ncu-src-$i" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-fprop}" \
+    read -ra words <<<"$c"
+    case_env=()
+    while [ "${#words[@]}" -gt 0 ] && [[ "${words[0]}" == *=* ]]; do
+      case_env+=("${words[0]}")
+      words=("${words[@]:1}")
+    done
+    step "ncu-src-$i" env "${case_env[@]}" ncu --clock-control none \
+      --kernel-name "regex:${NCU_KERNEL:-fprop}" \
       --launch-skip 1 --launch-count 1 --section WarpStateStats --section SourceCounters \
-      --section SchedulerStats --import-source no -f -o "$OUT/ncu-src-$i" \
-      python3 scripts/profile_case.py $c
+      --section SchedulerStats --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --import-source no -f -o "$OUT/ncu-src-$i" \
+      python3 scripts/profile_case.py "${words[@]}"
     ncu -i "$OUT/ncu-src-$i.ncu-rep" --print-details all >"$OUT/ncu-src-$i-details.txt" 2>&1
     ncu -i "$OUT/ncu-src-$i.ncu-rep" --page source --csv --print-source sass \
       >"$OUT/ncu-src-$i-sass.csv" 2>&1

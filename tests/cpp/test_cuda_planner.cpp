@@ -2233,15 +2233,16 @@ TEST(CudaPlanner, FewInputChannelsRunOnWgmmaWhereAsked) {
 // 1-7, strides 1-4, dilation, padding, output padding, 1-80 output channels), in every
 // precision with CONVT_WG_FEW=1: a plan is either not usable, or a wgmma-only one of one
 // channel block of 8 (float32) or 16 (16-bit) channels with no TMA kernel, whose description
-// names the padding; most of them are usable.
+// names the padding; most of them are usable. By default the same plan exactly where
+// few_channels_on_wgmma's rule holds (some of the layers, not all), the direct kernel
+// elsewhere.
 TEST(CudaPlanner, FewInputChannelPlansHoldOverFuzzedLayers) {
   using convt::test::make_problem;
   std::mt19937_64 rng(1127);
   auto pick = [&](int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
   };
-  const ScopedEnv few("CONVT_WG_FEW", "1");
-  int planned = 0, usable = 0;
+  int planned = 0, usable = 0, by_default = 0;
   for (int i = 0; i < 600; ++i) {
     const int dims = int(pick(1, 3));
     Dims in{1, 1, 1}, k{1, 1, 1}, st{1, 1, 1}, pad{0, 0, 0}, op{0, 0, 0}, dil{1, 1, 1};
@@ -2263,11 +2264,14 @@ TEST(CudaPlanner, FewInputChannelPlansHoldOverFuzzedLayers) {
     SCOPED_TRACE(p.to_string() + (mode == 1 ? " strict" : ""));
     ASSERT_NO_THROW(p.validate());
     const Problem c = p.canonical3d();
+    const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(c, opt);
+    const ScopedEnv few("CONVT_WG_FEW", "1");
     const Plan plan = convt::cuda::plan_implicit_gemm_fprop(c, opt);
     ++planned;
     const std::string what = convt::cuda::describe_plan_without_device(c, opt);
     if (!plan.usable) {
       EXPECT_EQ(what.rfind("direct kernel, ", 0), 0u) << what;
+      EXPECT_FALSE(dflt.usable) << dflt.describe();
       continue;
     }
     ++usable;
@@ -2278,9 +2282,25 @@ TEST(CudaPlanner, FewInputChannelPlansHoldOverFuzzedLayers) {
     EXPECT_NE(what.find(std::to_string(p.in_channels) + " input channels padded to"),
               std::string::npos)
         << what;
+    // By default: that plan where it pays (16 or more multiply-adds an output, tiles at least
+    // 40% the layer's outputs, not split TF32), the direct kernel elsewhere.
+    const int64_t tile_channels = plan.wg_nc > 0 ? plan.wg_nc : plan.wg_coop ? 128 : 64;
+    const double share = double(p.out_channels) /
+                         double((p.out_channels + tile_channels - 1) / tile_channels *
+                                tile_channels);
+    const bool pays = !plan.split && p.flops() / 2.0 / double(p.output_numel()) >= 16.0 &&
+                      plan.wg_used * share >= 0.4;
+    EXPECT_EQ(dflt.usable, pays) << plan.describe();
+    if (pays) {
+      EXPECT_EQ(dflt.describe(), plan.describe());
+      ++by_default;
+    }
   }
   EXPECT_EQ(planned, 600);
   EXPECT_GT(usable, 480);
+  // (Both kinds among the fuzzed layers.)
+  EXPECT_GT(by_default, 60);
+  EXPECT_LT(by_default, usable - 60);
 }
 
 // The direct forward kernels' column tiles (direct_column_tiles) cover W with tiles of at
