@@ -14,6 +14,7 @@
 #     (NCU_SUITE=models for another suite, NCU_CASES / NCU_DTYPES / NCU_MATH to narrow it)
 #   NCU_CASE="kb57 --dtype bf16 --kernel implicit_gemm_wgmma" bash scripts/gpu_check.sh \
 #     build install ncu-src   # stall reasons and per-instruction samples of one kernel
+#   bash scripts/gpu_check.sh install layout-sweep   # the wgmma tiles' layouts against its planner's
 #   NCU_CASE="kb71 --dtype bf16;CONVT_WG_WV=114 kb71 --dtype bf16" NCU_KERNEL=fprop_wgmma \
 #     bash scripts/gpu_check.sh install ncu-src   # the same under another setting, side by side
 #   bash scripts/gpu_check.sh install bench-strict   # strict float32 forward, 10 runs a side
@@ -451,6 +452,17 @@ if has few-ab; then
       --dtype fp32,bf16 --rounds 2 --gpu-time base= direct=CONVT_WG_FEW=0 wg=CONVT_WG_FEW=1
     grep -E "geomean" "$OUT/few-ab-$suite.log" | tee -a "$SUMMARY"
   done
+fi
+if has layout-sweep; then
+  # The wgmma kernel's tile layouts (rows x column segments) against its planner's, per case:
+  # KernelBench in both precisions (fp32 on the wgmma kernel where the dispatch takes the
+  # TMA kernel) and the models suite in bfloat16 (scripts/wg_layout_sweep.py).
+  step layout-sweep-kb python3 scripts/wg_layout_sweep.py --dtype fp32,bf16 --wgmma \
+    --json "$OUT/layout-sweep-kb.json"
+  grep -E "fastest" "$OUT/layout-sweep-kb.log" | tee -a "$SUMMARY"
+  step layout-sweep-models python3 scripts/wg_layout_sweep.py --suite models --dtype bf16 \
+    --json "$OUT/layout-sweep-models.json"
+  grep -E "fastest" "$OUT/layout-sweep-models.log" | tee -a "$SUMMARY"
 fi
 if has pairs-ab; then
   # The W phase pairs against the dispatch without them (GPU time, one build): on channel-major

@@ -14,8 +14,8 @@ import csv
 
 import torch
 
-import convt
 from convt.bench.suite import load_suite, select_cases
+from convt.bench.timing import case_forward
 
 
 def main():
@@ -36,20 +36,15 @@ def main():
     for case in cases:
         for name in args.dtype.split(","):
             dtype = dtypes[name]
-            x = torch.rand(case.batch, case.in_channels, *case.input_size, device="cuda",
-                           dtype=dtype)
-            w = torch.randn(case.in_channels, case.out_channels // case.groups,
-                            *case.kernel_size, device="cuda", dtype=dtype)
-            fn = getattr(convt, f"conv_transpose{case.dims}d")
+            fn, call = case_forward(case, dtype)
 
             def run():
-                return fn(x, w, None, case.stride, case.padding, case.output_padding,
-                          case.groups, case.dilation)
+                return fn(*call)
 
             run()
             torch.cuda.synchronize()
             print(case.id, name, flush=True)
-            del x, w
+            del call
             torch.cuda.empty_cache()
 
 

@@ -10,6 +10,7 @@ import torch
 
 import convt
 from convt.bench.suite import load_suite, select_cases
+from convt.bench.timing import case_forward, gpu_median_ms
 
 
 def main():
@@ -32,37 +33,11 @@ def main():
     if args.cases != "all":
         cases = select_cases(cases, args.cases.split(","))
     for case in cases:
-        x = torch.rand(case.batch, case.in_channels, *case.input_size, device="cuda",
-                       dtype=dtype)
-        if args.channels_last:
-            x = x.movedim(1, -1).contiguous().movedim(-1, 1)
-        w = torch.randn(case.in_channels, case.out_channels // case.groups, *case.kernel_size,
-                        device="cuda", dtype=dtype)
-        fn = getattr(convt, f"conv_transpose{case.dims}d")
-
-        def run():
-            return fn(x, w, None, case.stride, case.padding, case.output_padding, case.groups,
-                      case.dilation)
-
-        for _ in range(3):
-            run()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(args.reps):
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            if args.gpu_time:
-                torch.cuda._sleep(1_000_000)  # about half a millisecond
-            start.record()
-            run()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-        times.sort()
-        print(f"{case.id} {args.dtype} {times[len(times) // 2]:.3f} ms")
+        op, call = case_forward(case, dtype, channels_last=args.channels_last)
+        ms = gpu_median_ms(lambda: op(*call), args.reps, warmup=3, busy=args.gpu_time)
+        print(f"{case.id} {args.dtype} {ms:.3f} ms")
         if args.describe:
-            print("   ", convt.describe_forward(x, w, None, case.stride, case.padding,
-                                                case.output_padding, case.groups, case.dilation))
+            print("   ", convt.describe_forward(*call))
 
 
 if __name__ == "__main__":

@@ -20,25 +20,14 @@ import torch
 
 import convt
 from convt.bench.suite import load_suite, select_cases
+from convt.bench.timing import case_forward, gpu_median_ms
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 STEP = re.compile(r"K step (\d+) channels x (\d+) H taps x \d+ W taps, (\d+) stages")
 
 
 def median_ms(fn, reps):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    times.sort()
-    return times[len(times) // 2]
+    return gpu_median_ms(fn, reps, busy=False)
 
 
 def set_step(bk, hb):
@@ -64,18 +53,10 @@ def main():
     for case in cases:
         for dt in args.dtype.split(","):
             dtype = DTYPES[dt]
-            x = torch.rand(case.batch, case.in_channels, *case.input_size, device="cuda",
-                           dtype=dtype)
-            w = torch.randn(case.in_channels, case.out_channels // case.groups,
-                            *case.kernel_size, device="cuda", dtype=dtype)
-            fn = getattr(convt, f"conv_transpose{case.dims}d")
-            call = (x, w, None, case.stride, case.padding, case.output_padding, case.groups,
-                    case.dilation)
+            fn, call = case_forward(case, dtype)
 
             def describe():
-                return str(convt.describe_forward(x, w, None, case.stride, case.padding,
-                                                  case.output_padding, case.groups,
-                                                  case.dilation))
+                return str(convt.describe_forward(*call))
 
             set_step(0, 0)
             m = STEP.search(describe())

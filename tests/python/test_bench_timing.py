@@ -1,5 +1,6 @@
 """convt bench: the timer sees the time a slowed kernel really takes."""
 
+import dataclasses
 import time
 
 import pytest
@@ -7,7 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 
-from convt.bench.timing import median, time_call, time_interleaved
+from convt.bench.timing import (case_forward, gpu_median_ms, median, time_call,
+                                time_interleaved)
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -61,21 +63,24 @@ def test_median():
     assert median([4.0, 1.0, 3.0, 2.0]) == 2.5
 
 
+def _sleep_cycles_per_ms():
+    """torch.cuda._sleep's spin calibrated: its cycles per millisecond on this GPU."""
+    torch.cuda._sleep(1000)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    torch.cuda._sleep(10_000_000)
+    torch.cuda.synchronize()
+    return 10_000_000 / ((time.perf_counter() - t0) * 1e3)
+
+
 @needs_cuda
 def test_cuda_timer_sees_a_deliberately_slowed_kernel():
     """torch.cuda._sleep spins on the GPU while the host returns at once: only a timer
     that records events on the stream and synchronises sees it."""
     device = "cuda"
     x = torch.rand(1024, 1024, device=device)
-    # Calibrate the spin: cycles per millisecond of this GPU.
-    torch.cuda._sleep(1000)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    torch.cuda._sleep(10_000_000)
-    torch.cuda.synchronize()
-    cycles_per_ms = 10_000_000 / ((time.perf_counter() - t0) * 1e3)
     sleep_ms = 5.0
-    cycles = int(sleep_ms * cycles_per_ms)
+    cycles = int(sleep_ms * _sleep_cycles_per_ms())
 
     def real():
         return x @ x
@@ -100,3 +105,49 @@ def test_cuda_timer_sees_a_deliberately_slowed_kernel():
     assert 0.7 * sleep_ms <= extra <= 1.5 * sleep_ms, (extra, sleep_ms, host_only_ms)
     ms, host_ms = time_call(slowed, device)
     assert host_ms >= ms >= 0.7 * sleep_ms
+
+
+def test_case_forward_runs_the_case():
+    """The measuring scripts' call of a suite case: convt's op on the case's tensors, which
+    PyTorch's op matches (CPU here; channels_last keeps the values, changes the strides)."""
+    import torch.nn.functional as F
+
+    from convt.bench.suite import load_suite
+
+    # (A strided layer of several input pixels, on one sample.)
+    case = next(c for c in load_suite("models").cases
+                if c.dims == 2 and min(c.input_size) > 1 and max(c.stride) > 1)
+    small = dataclasses.replace(case, batch=1)
+    for channels_last in (False, True):
+        op, args = case_forward(small, torch.float32, device="cpu", channels_last=channels_last)
+        x, w = args[0], args[1]
+        assert tuple(x.shape) == (small.batch, small.in_channels, *small.input_size)
+        assert tuple(w.shape) == (small.in_channels, small.out_channels // small.groups,
+                                  *small.kernel_size)
+        assert x.is_contiguous() != channels_last
+        assert float(x.min()) >= 0.0 and float(x.max()) < 1.0
+        ref = F.conv_transpose2d(x.double(), w.double(), None, small.stride, small.padding,
+                                 small.output_padding, small.groups, small.dilation)
+        assert torch.allclose(op(*args).double(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_gpu_median_ms_rejects_no_reps():
+    with pytest.raises(ValueError, match="reps must be at least 1, got 0"):
+        gpu_median_ms(lambda: None, 0)
+
+
+@needs_cuda
+def test_gpu_median_ms_sees_a_slowed_kernel_and_not_the_sleep_before_it():
+    """The GPU time of a call that spins about 1 ms: at least that, and not the half
+    millisecond the busy sleep before each timed call takes."""
+    x = torch.rand(256, 256, device="cuda")
+    cycles_per_ms = _sleep_cycles_per_ms()
+
+    def slowed():
+        y = x @ x
+        torch.cuda._sleep(int(cycles_per_ms))
+        return y
+
+    ms = gpu_median_ms(slowed, 5)
+    assert 0.7 <= ms <= 1.4, ms
+    assert gpu_median_ms(lambda: x @ x, 5) < 0.5

@@ -21,7 +21,8 @@ import statistics
 import time
 from typing import Any, Callable, Sequence
 
-__all__ = ["L2Flusher", "Samples", "median", "time_call", "time_interleaved"]
+__all__ = ["L2Flusher", "Samples", "case_forward", "gpu_median_ms", "median", "time_call",
+           "time_interleaved"]
 
 
 def median(values: Sequence[float]) -> float:
@@ -129,3 +130,49 @@ class L2Flusher:
 
     def __call__(self) -> None:
         self._buffer.zero_()
+
+
+def case_forward(case: Any, dtype: Any, device: Any = "cuda",
+                 channels_last: bool = False) -> tuple[Callable[..., Any], tuple]:
+    """convt's forward of a suite case on fresh tensors, for the measuring scripts: (op,
+    args), op(*args) running it. x uniform in [0, 1) (channels innermost where
+    channels_last), the weight normal, no bias."""
+    import torch
+
+    import convt
+
+    x = torch.rand(case.batch, case.in_channels, *case.input_size, device=device, dtype=dtype)
+    if channels_last:
+        x = x.movedim(1, -1).contiguous().movedim(-1, 1)
+    w = torch.randn(case.in_channels, case.out_channels // case.groups, *case.kernel_size,
+                    device=device, dtype=dtype)
+    op = getattr(convt, f"conv_transpose{case.dims}d")
+    return op, (x, w, None, case.stride, case.padding, case.output_padding, case.groups,
+                case.dilation)
+
+
+def gpu_median_ms(fn: Callable[[], Any], reps: int, warmup: int = 2,
+                  busy: bool = True) -> float:
+    """Median CUDA-event time of ``fn()`` over ``reps`` calls after ``warmup`` untimed ones.
+    busy: a sleep kernel (about half a millisecond) queued before each timed call keeps the
+    GPU busy while the host launches the call's kernels, so that the time is the GPU's
+    alone (small layers, whose host time is as long as their kernels)."""
+    import torch
+
+    if reps < 1:
+        raise ValueError(f"reps must be at least 1, got {reps}")
+    for _ in range(max(0, warmup)):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        if busy:
+            torch.cuda._sleep(1_000_000)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return median(times)
