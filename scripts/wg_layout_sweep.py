@@ -141,6 +141,8 @@ def main(argv=None):
             print(f"{case.id:<14} {dt:<5} fastest: {fastest['rows']} x {fastest['cols']} "
                   f"({fastest['vs_planner']:.2f}x the planner's)", flush=True)
             rows.append({"case": case.id, "dtype": dt, "layouts": entries})
+            del call
+            torch.cuda.empty_cache()
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"suite": args.suite, "reps": args.reps, "rounds": args.rounds,
