@@ -15,6 +15,7 @@
 #   NCU_CASE="kb57 --dtype bf16 --kernel implicit_gemm_wgmma" bash scripts/gpu_check.sh \
 #     build install ncu-src   # stall reasons and per-instruction samples of one kernel
 #   bash scripts/gpu_check.sh install layout-sweep   # the wgmma tiles' layouts against its planner's
+#   bash scripts/gpu_check.sh install even-ab   # pair-aligned tile layouts (CONVT_WG_EVEN=1) against the planner's
 #   NCU_CASE="kb71 --dtype bf16;CONVT_WG_WV=114 kb71 --dtype bf16" NCU_KERNEL=fprop_wgmma \
 #     bash scripts/gpu_check.sh install ncu-src   # the same under another setting, side by side
 #   bash scripts/gpu_check.sh install bench-strict   # strict float32 forward, 10 runs a side
@@ -463,6 +464,19 @@ if has layout-sweep; then
   step layout-sweep-models python3 scripts/wg_layout_sweep.py --suite models --dtype bf16 \
     --json "$OUT/layout-sweep-models.json"
   grep -E "fastest" "$OUT/layout-sweep-models.log" | tee -a "$SUMMARY"
+fi
+if has even-ab; then
+  # Pair-aligned tile layouts (CONVT_WG_EVEN=1) against the planner's: KernelBench in both
+  # precisions and the model suites in bfloat16, GPU time; then the wgmma tests with it.
+  step even-ab-kb python3 scripts/env_ab.py --dtype fp32,bf16 --rounds 2 --gpu-time \
+    base= even=CONVT_WG_EVEN=1
+  grep -E "geomean" "$OUT/even-ab-kb.log" | tee -a "$SUMMARY"
+  for suite in models scripts/suites/more_models.json; do
+    name=$(basename "$suite" .json)
+    step "even-ab-$name" python3 scripts/env_ab.py --suite "$suite" --dtype bf16 --rounds 2 \
+      --gpu-time base= even=CONVT_WG_EVEN=1
+    grep -E "geomean" "$OUT/even-ab-$name.log" | tee -a "$SUMMARY"
+  done
 fi
 if has pairs-ab; then
   # The W phase pairs against the dispatch without them (GPU time, one build): on channel-major

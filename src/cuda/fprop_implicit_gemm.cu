@@ -496,6 +496,17 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   const bool stack_flat_d = p.input_size[0] == 1 && p.kernel_size[0] == 1 &&
                             p.padding[0] == 0 && p.stride[0] == 1;
   const int64_t stack_planes = stack_flat_d ? p.batch : q[0];
+  // Pair-aligned layouts (CONVT_WG_EVEN=1, opt-in while measured): the epilogues store two
+  // adjacent outputs at once where the first sits at an even element (4 bytes in 16-bit
+  // types, 8 in float), else one at a time. With W of stride 1 and an even output width
+  // every output row starts at an even element, so segments of even width, in boxes of
+  // even width where a tile has several rows (the positions flatten over box rows), keep
+  // every pair aligned; an odd width leaves half the tiles' or rows' pairs unaligned (kb78's
+  // 3 rows x 79 of an 85-wide box). Of the segment counts from the fewest up to 16 more, the
+  // aligned layouts, where there is one.
+  const bool even_ok = wg_env_int_or("CONVT_WG_EVEN", -1) == 1 && p.stride[2] == 1 &&
+                       p.output_size(2) % 2 == 0 && !raw && fold == 1 && !scatter &&
+                       !wmerge && !wpairs;
   auto layout = [&](int64_t n, int64_t* wv_out, int64_t* rows_out) {
     // (Reading in place: up to 3 more columns for the rounding to 4.)
     int64_t span = n - halo_w - 2 * raw_lead;
@@ -504,36 +515,43 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     if (wv_env > 0) span = std::min<int64_t>(span, wv_env);
     if (span < 8) return 0.0;
     const int64_t seg_min = (q[2] + span - 1) / span;
-    double best = 0;
-    for (int64_t segs = seg_min; segs <= seg_min + extra_segs; ++segs) {
-      const int64_t wv = (q[2] + segs - 1) / segs;
-      if (wv < 8 && segs > seg_min) break;
-      int64_t rows = std::min<int64_t>({n / box_width(wv), q[1], int64_t(wg::kMaxRows) / rmul});
-      if (scatter) rows = std::min<int64_t>(rows, sc_max_out / (sw * wv));
-      if (wmerge) rows = std::min<int64_t>(rows, wm_max_out / (sw * wv));
-      if (rows <= 0) continue;
-      // (Sharing the weight tiles: a tile of rmul x rows rows, rmul x n positions.)
-      const int64_t row_groups = (q[1] + rmul * rows - 1) / (rmul * rows);
-      const int64_t col_segs = (q[2] + wv - 1) / wv;
-      double used = double(q[1] * q[2]) / double(row_groups * col_segs * n * rmul);
-      if (stack_ok && row_groups == 1 && col_segs == 1) {
-        // (A whole plane: as many planes as its box, with every H tap's rows, fits N.)
-        const int64_t hbox = rows + (tmax[1] - 1) * doff[1];
-        int64_t st = std::min<int64_t>({n / (hbox * box_width(wv)), wg::kMaxRows / hbox,
-                                        stack_planes});
-        if (stack_env > 0) st = std::min(st, stack_env);
-        if (st >= 2)
-          used = double(q[1] * q[2]) * double(stack_planes) /
-                 double((stack_planes + st - 1) / st * n);
+    // The best layout of seg_min .. seg_min + more segments (even: pair-aligned ones only).
+    auto scan = [&](bool even, int64_t more) {
+      double best = 0;
+      for (int64_t segs = seg_min; segs <= seg_min + more; ++segs) {
+        const int64_t wv = (q[2] + segs - 1) / segs;
+        if (wv < 8 && segs > seg_min) break;
+        int64_t rows =
+            std::min<int64_t>({n / box_width(wv), q[1], int64_t(wg::kMaxRows) / rmul});
+        if (even && (wv % 2 != 0 || (rows > 1 && box_width(wv) % 2 != 0))) continue;
+        if (scatter) rows = std::min<int64_t>(rows, sc_max_out / (sw * wv));
+        if (wmerge) rows = std::min<int64_t>(rows, wm_max_out / (sw * wv));
+        if (rows <= 0) continue;
+        // (Sharing the weight tiles: a tile of rmul x rows rows, rmul x n positions.)
+        const int64_t row_groups = (q[1] + rmul * rows - 1) / (rmul * rows);
+        const int64_t col_segs = (q[2] + wv - 1) / wv;
+        double used = double(q[1] * q[2]) / double(row_groups * col_segs * n * rmul);
+        if (stack_ok && row_groups == 1 && col_segs == 1) {
+          // (A whole plane: as many planes as its box, with every H tap's rows, fits N.)
+          const int64_t hbox = rows + (tmax[1] - 1) * doff[1];
+          int64_t st = std::min<int64_t>({n / (hbox * box_width(wv)), wg::kMaxRows / hbox,
+                                          stack_planes});
+          if (stack_env > 0) st = std::min(st, stack_env);
+          if (st >= 2)
+            used = double(q[1] * q[2]) * double(stack_planes) /
+                   double((stack_planes + st - 1) / st * n);
+        }
+        if (used > best * 1.02) {
+          best = used;
+          *wv_out = wv;
+          *rows_out = rows;
+        }
+        if (wv == 1) break;
       }
-      if (used > best * 1.02) {
-        best = used;
-        *wv_out = wv;
-        *rows_out = rows;
-      }
-      if (wv == 1) break;
-    }
-    return best;
+      return best;
+    };
+    const double best = even_ok ? scan(true, 16) : 0.0;
+    return best > 0 ? best : scan(false, extra_segs);
   };
   // Two consumer warpgroups (ImplicitGemmFpropPlan::wg_coop; coop_want, see
   // plan_wgmma_tile): channel-major tiles reading the copy (not split TF32, folded,

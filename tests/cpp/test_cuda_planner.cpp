@@ -1358,6 +1358,78 @@ TEST(CudaPlanner, MergedWPhasesFitTheirBuffer) {
   });
 }
 
+// Pair-aligned layouts (CONVT_WG_EVEN=1, opt-in): with W of stride 1 and an even output
+// width, segments of even width in boxes of even width where a tile has several rows, the
+// most positions used among them (up to 16 segments past the fewest); where none exists,
+// the default layout. KernelBench's kb71 (1026 columns: 1 x 206 by default, 2 x 114 of a
+// 116-wide box aligned) and kb78 (1024: 3 x 79 of 85, 2 x 114 of 120); unset, no change.
+TEST(CudaPlanner, PairAlignedLayoutsWhereAsked) {
+  using convt::test::make_problem;
+  struct Want {
+    Problem p;
+    int64_t rows, wv, wbox;
+  };
+  Problem kb71 = make_problem(2, 8, 32, 32, 1, {512, 1024, 1}, {3, 3, 1}, {1, 1, 1},
+                              {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  Problem kb78 = make_problem(2, 8, 32, 32, 1, {512, 1024, 1}, {3, 7, 1}, {1, 1, 1},
+                              {1, 3, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  kb71.dtype = kb78.dtype = DType::kBFloat16;
+  ExecOptions opt;
+  opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+  for (const Want& want : {Want{kb71, 2, 114, 116}, Want{kb78, 2, 114, 120}}) {
+    const Problem c = want.p.canonical3d();
+    SCOPED_TRACE(want.p.to_string());
+    const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(c, opt);
+    ASSERT_TRUE(dflt.usable && dflt.wg) << dflt.describe();
+    EXPECT_TRUE(dflt.wg_wv % 2 == 1 || dflt.wg_wv != want.wv) << dflt.describe();
+    const ScopedEnv even("CONVT_WG_EVEN", "1");
+    const Plan plan = convt::cuda::plan_implicit_gemm_fprop(c, opt);
+    ASSERT_TRUE(plan.usable && plan.wg) << plan.describe();
+    EXPECT_EQ(plan.wg_rows, want.rows) << plan.describe();
+    EXPECT_EQ(plan.wg_wv, want.wv) << plan.describe();
+    EXPECT_EQ(plan.wg_wbox, want.wbox) << plan.describe();
+  }
+  // Fuzzed layers: every plan with the setting is pair-aligned or, where W is strided (and
+  // not run as stride 1 with zeros inserted), the output odd-wide or the tile of another
+  // kind, the default one.
+  int aligned = 0, changed = 0;
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode math,
+                                                             const Plan& dflt) {
+    Plan plan;
+    {
+      const ScopedEnv even("CONVT_WG_EVEN", "1");
+      ExecOptions o;
+      o.math = math;
+      o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+      plan = convt::cuda::plan_implicit_gemm_fprop(p, o);
+    }
+    if (!plan.usable || !plan.wg) return;
+    const bool pair_aligned =
+        plan.wg_wv % 2 == 0 && (plan.wg_rows == 1 || plan.wg_wbox % 2 == 0);
+    // (W of stride 1, or strided with zeros inserted along W: run as stride 1.)
+    const bool eligible = (p.stride[2] == 1 || plan.wg_wup > 1) &&
+                          p.output_size(2) % 2 == 0 && !plan.wg_raw &&
+                          plan.wg_fold == 1 && !plan.wg_scatter && !plan.wg_wmerge &&
+                          !plan.wg_wpairs;
+    if (eligible && pair_aligned) ++aligned;
+    // (The wgmma tile's layout and K step.)
+    auto tile = [](const Plan& pl) {
+      return std::to_string(pl.wg) + " " + std::to_string(pl.wg_n) + " " +
+             std::to_string(pl.wg_nc) + " " + std::to_string(pl.wg_rows) + "x" +
+             std::to_string(pl.wg_wv) + " of " + std::to_string(pl.wg_hbox) + "x" +
+             std::to_string(pl.wg_wbox) + " stack " + std::to_string(pl.wg_stack) + " bk " +
+             std::to_string(pl.wg_bk) + " hb " + std::to_string(pl.wg_hb);
+    };
+    if (tile(plan) != tile(dflt)) {
+      ++changed;
+      EXPECT_TRUE(eligible && pair_aligned) << tile(plan) << " | " << tile(dflt);
+    }
+    if (!eligible || !pair_aligned) EXPECT_EQ(tile(plan), tile(dflt));
+  });
+  EXPECT_GT(aligned, 20);
+  EXPECT_GT(changed, 5);
+}
+
 // W phase pairs in registers: by default only in 16-bit types with a W stride of 2,
 // position-major tiles of 8 to 32 channels, unfolded and unscattered, not with zeros
 // inserted; CONVT_WG_WMERGE=0 turns them off.
