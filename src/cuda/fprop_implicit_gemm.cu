@@ -496,17 +496,23 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   const bool stack_flat_d = p.input_size[0] == 1 && p.kernel_size[0] == 1 &&
                             p.padding[0] == 0 && p.stride[0] == 1;
   const int64_t stack_planes = stack_flat_d ? p.batch : q[0];
-  // Pair-aligned layouts (CONVT_WG_EVEN=1, opt-in while measured): the epilogues store two
-  // adjacent outputs at once where the first sits at an even element (4 bytes in 16-bit
-  // types, 8 in float), else one at a time. With W of stride 1 and an even output width
-  // every output row starts at an even element, so segments of even width, in boxes of
-  // even width where a tile has several rows (the positions flatten over box rows), keep
-  // every pair aligned; an odd width leaves half the tiles' or rows' pairs unaligned (kb78's
-  // 3 rows x 79 of an 85-wide box). Of the segment counts from the fewest up to 16 more, the
-  // aligned layouts, where there is one.
-  const bool even_ok = wg_env_int_or("CONVT_WG_EVEN", -1) == 1 && p.stride[2] == 1 &&
-                       p.output_size(2) % 2 == 0 && !raw && fold == 1 && !scatter &&
-                       !wmerge && !wpairs;
+  // Pair-aligned layouts: the epilogues store two adjacent outputs at once where the first
+  // sits at an even element (4 bytes in 16-bit types, 8 in float), else one at a time. With
+  // W of stride 1 and an even output width every output row starts at an even element, so
+  // segments of even width, in boxes of even width where a tile has several rows (the
+  // positions flatten over box rows), keep every pair aligned; an odd width leaves half the
+  // tiles' or rows' pairs unaligned (kb78's 3 rows x 79 of an 85-wide box). Of the segment
+  // counts from the fewest up to 16 more, the aligned layout using the most positions,
+  // where there is one, in 16-bit types where the layer's own W stride is 1 (not zeros
+  // inserted along W). Measured on an H100 (docs/kernels.md, GPU time, against the
+  // layouts without it): in bfloat16 kb71 1.22x, kb78 1.16x, kb70 1.10x, kb69 1.06x; in
+  // float32 (TF32, where the MMAs weigh more than the stores) kb70 0.93x at its 83% of
+  // positions used against 94%, and with zeros inserted along W kb75 0.76x, kb81 0.97x.
+  // CONVT_WG_EVEN=1 asks for them wherever W runs with stride 1, =0 nowhere.
+  const int even_env = wg_env_int_or("CONVT_WG_EVEN", -1);
+  const bool even_ok = even_env != 0 && (even_env == 1 || (e == 2 && plan.wg_wup <= 1)) &&
+                       p.stride[2] == 1 && p.output_size(2) % 2 == 0 && !raw && fold == 1 &&
+                       !scatter && !wmerge && !wpairs;
   auto layout = [&](int64_t n, int64_t* wv_out, int64_t* rows_out) {
     // (Reading in place: up to 3 more columns for the rounding to 4.)
     int64_t span = n - halo_w - 2 * raw_lead;
@@ -1321,6 +1327,7 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
       const int wup_env = env != nullptr && *env != '\0' ? std::atoi(env) : -1;
       if (wup_env != 0) {
         ImplicitGemmFpropPlan up = plan;
+        up.wg_wup = int(p.stride[2]);  // (for the tile's layout; set again below)
         // (Zeros inserted along W come with the copy: not transposed in the kernel.)
         plan_wgmma_tile(w_upsampled(p, p.stride[2]), up, false, false, false, false);
         // (Not where every W phase has exactly one tap, e.g. kernel 2 with stride 2: the

@@ -305,7 +305,7 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
   // (One consumer warpgroup: two blocks a multiprocessor; TwoWarpgroupTilesShareTheBox
   // checks the tiles of two.)
   setenv("CONVT_WG_COOP", "0", 1);
-  int plans = 0, split_plans = 0, position_major = 0, deep = 0, resegmented = 0;
+  int plans = 0, split_plans = 0, position_major = 0, deep = 0, resegmented = 0, pair_aligned = 0;
   int transposed = 0, copied = 0;  // transposable unfolded plans without zeros inserted
   int transposed_f32 = 0;
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
@@ -411,7 +411,17 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
     const double k = double(pk.in_channels_per_group()) *
                      double(pk.kernel_size[0] * pk.kernel_size[1] * pk.kernel_size[2]) /
                      double(pk.stride[0] * pk.stride[1] * pk.stride[2]);
-    if (k < 512) {
+    // (16-bit types with W of stride 1 and an even-wide output take the pair-aligned layout
+    // of the fewest up to 16 more segments where there is one:
+    // CudaPlanner.PairAlignedLayoutsIn16BitTypes.)
+    const bool pair_rule = p.dtype != DType::kFloat32 && plan.wg_wup == 1 && p.stride[2] == 1 &&
+                           p.output_size(2) % 2 == 0 && !plan.wg_raw && plan.wg_fold == 1 &&
+                           !plan.wg_wmerge;
+    if (pair_rule && plan.wg_wv % 2 == 0 && (plan.wg_rows == 1 || plan.wg_wbox % 2 == 0)) {
+      ++pair_aligned;
+      EXPECT_GE(segs, fewest);
+      EXPECT_LE(segs, fewest + 16);
+    } else if (k < 512) {
       EXPECT_EQ(segs, fewest) << "K " << k;
     } else {
       ++deep;
@@ -427,6 +437,7 @@ TEST(CudaPlanner, WgmmaPlansLayOutTheirStagesAndFitTwoBlocks) {
   EXPECT_GT(split_plans, 50);
   EXPECT_GT(deep, 20);
   EXPECT_GT(resegmented, 5);
+  EXPECT_GT(pair_aligned, 20);
   EXPECT_GT(position_major, 50);
   EXPECT_GT(transposed, 30) << transposed << " transposed, " << copied << " copied";
   EXPECT_GE(transposed_f32, 3) << transposed_f32 << " transposed in float";
@@ -1363,71 +1374,90 @@ TEST(CudaPlanner, MergedWPhasesFitTheirBuffer) {
 // most positions used among them (up to 16 segments past the fewest); where none exists,
 // the default layout. KernelBench's kb71 (1026 columns: 1 x 206 by default, 2 x 114 of a
 // 116-wide box aligned) and kb78 (1024: 3 x 79 of 85, 2 x 114 of 120); unset, no change.
-TEST(CudaPlanner, PairAlignedLayoutsWhereAsked) {
+// Pair-aligned wgmma tile layouts (even segments, and even boxes where a tile has several
+// rows): by default in 16-bit types where the layer's W stride is 1 and its output is
+// even-wide; CONVT_WG_EVEN=1 also in float32 and with zeros inserted along W, =0 nowhere.
+TEST(CudaPlanner, PairAlignedLayoutsIn16BitTypes) {
   using convt::test::make_problem;
   struct Want {
     Problem p;
-    int64_t rows, wv, wbox;
+    int64_t rows, wv, wbox;  // the aligned layout
+    int64_t off_rows, off_wv;  // the layout without alignment
   };
   Problem kb71 = make_problem(2, 8, 32, 32, 1, {512, 1024, 1}, {3, 3, 1}, {1, 1, 1},
                               {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);
   Problem kb78 = make_problem(2, 8, 32, 32, 1, {512, 1024, 1}, {3, 7, 1}, {1, 1, 1},
                               {1, 3, 0}, {0, 0, 0}, {1, 1, 1}, false);
-  kb71.dtype = kb78.dtype = DType::kBFloat16;
   ExecOptions opt;
   opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
-  for (const Want& want : {Want{kb71, 2, 114, 116}, Want{kb78, 2, 114, 120}}) {
-    const Problem c = want.p.canonical3d();
-    SCOPED_TRACE(want.p.to_string());
-    const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(c, opt);
-    ASSERT_TRUE(dflt.usable && dflt.wg) << dflt.describe();
-    EXPECT_TRUE(dflt.wg_wv % 2 == 1 || dflt.wg_wv != want.wv) << dflt.describe();
-    const ScopedEnv even("CONVT_WG_EVEN", "1");
-    const Plan plan = convt::cuda::plan_implicit_gemm_fprop(c, opt);
-    ASSERT_TRUE(plan.usable && plan.wg) << plan.describe();
-    EXPECT_EQ(plan.wg_rows, want.rows) << plan.describe();
-    EXPECT_EQ(plan.wg_wv, want.wv) << plan.describe();
-    EXPECT_EQ(plan.wg_wbox, want.wbox) << plan.describe();
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+    kb71.dtype = kb78.dtype = dtype;
+    for (const Want& want : {Want{kb71, 2, 114, 116, 1, 206}, Want{kb78, 2, 114, 120, 3, 79}}) {
+      const Problem c = want.p.canonical3d();
+      SCOPED_TRACE(want.p.to_string());
+      auto plan_with = [&](const char* even) {
+        const ScopedEnv env("CONVT_WG_EVEN", even);
+        return convt::cuda::plan_implicit_gemm_fprop(c, opt);
+      };
+      const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(c, opt);
+      const Plan off = plan_with("0"), on = plan_with("1");
+      ASSERT_TRUE(dflt.usable && dflt.wg && off.wg && on.wg) << dflt.describe();
+      if (dtype != DType::kFloat32) {
+        EXPECT_EQ(off.wg_rows, want.off_rows) << off.describe();
+        EXPECT_EQ(off.wg_wv, want.off_wv) << off.describe();
+      }
+      EXPECT_EQ(on.wg_rows, want.rows) << on.describe();
+      EXPECT_EQ(on.wg_wv, want.wv) << on.describe();
+      EXPECT_EQ(on.wg_wbox, want.wbox) << on.describe();
+      // (float32: the default is the unaligned layout.)
+      const Plan& expect = dtype == DType::kFloat32 ? off : on;
+      EXPECT_EQ(dflt.wg_rows, expect.wg_rows) << dflt.describe();
+      EXPECT_EQ(dflt.wg_wv, expect.wg_wv) << dflt.describe();
+      EXPECT_EQ(dflt.wg_wbox, expect.wg_wbox) << dflt.describe();
+    }
   }
-  // Fuzzed layers: every plan with the setting is pair-aligned or, where W is strided (and
-  // not run as stride 1 with zeros inserted), the output odd-wide or the tile of another
-  // kind, the default one.
-  int aligned = 0, changed = 0;
+  // Fuzzed layers: a plan that alignment changes is pair-aligned and eligible (W of stride
+  // 1, or with CONVT_WG_EVEN=1 strided with zeros inserted along W; an even-wide output; a
+  // tile of the plain kind); by default only in 16-bit types without zeros inserted.
+  int aligned = 0, changed_on = 0, changed_dflt = 0;
+  auto tile = [](const Plan& pl) {  // (the wgmma tile's layout and K step)
+    return std::to_string(pl.wg) + " " + std::to_string(pl.wg_n) + " " +
+           std::to_string(pl.wg_nc) + " " + std::to_string(pl.wg_rows) + "x" +
+           std::to_string(pl.wg_wv) + " of " + std::to_string(pl.wg_hbox) + "x" +
+           std::to_string(pl.wg_wbox) + " stack " + std::to_string(pl.wg_stack) + " bk " +
+           std::to_string(pl.wg_bk) + " hb " + std::to_string(pl.wg_hb);
+  };
+  auto pair_aligned = [](const Plan& pl) {
+    return pl.wg_wv % 2 == 0 && (pl.wg_rows == 1 || pl.wg_wbox % 2 == 0);
+  };
+  auto eligible = [](const Problem& p, const Plan& pl) {
+    // (W of stride 1, or strided with zeros inserted along W: run as stride 1.)
+    return (p.stride[2] == 1 || pl.wg_wup > 1) && p.output_size(2) % 2 == 0 && !pl.wg_raw &&
+           pl.wg_fold == 1 && !pl.wg_scatter && !pl.wg_wmerge && !pl.wg_wpairs;
+  };
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode math,
                                                              const Plan& dflt) {
-    Plan plan;
-    {
-      const ScopedEnv even("CONVT_WG_EVEN", "1");
+    auto plan_with = [&](const char* even) {
+      const ScopedEnv env("CONVT_WG_EVEN", even);
       ExecOptions o;
       o.math = math;
       o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
-      plan = convt::cuda::plan_implicit_gemm_fprop(p, o);
-    }
-    if (!plan.usable || !plan.wg) return;
-    const bool pair_aligned =
-        plan.wg_wv % 2 == 0 && (plan.wg_rows == 1 || plan.wg_wbox % 2 == 0);
-    // (W of stride 1, or strided with zeros inserted along W: run as stride 1.)
-    const bool eligible = (p.stride[2] == 1 || plan.wg_wup > 1) &&
-                          p.output_size(2) % 2 == 0 && !plan.wg_raw &&
-                          plan.wg_fold == 1 && !plan.wg_scatter && !plan.wg_wmerge &&
-                          !plan.wg_wpairs;
-    if (eligible && pair_aligned) ++aligned;
-    // (The wgmma tile's layout and K step.)
-    auto tile = [](const Plan& pl) {
-      return std::to_string(pl.wg) + " " + std::to_string(pl.wg_n) + " " +
-             std::to_string(pl.wg_nc) + " " + std::to_string(pl.wg_rows) + "x" +
-             std::to_string(pl.wg_wv) + " of " + std::to_string(pl.wg_hbox) + "x" +
-             std::to_string(pl.wg_wbox) + " stack " + std::to_string(pl.wg_stack) + " bk " +
-             std::to_string(pl.wg_bk) + " hb " + std::to_string(pl.wg_hb);
+      return convt::cuda::plan_implicit_gemm_fprop(p, o);
     };
-    if (tile(plan) != tile(dflt)) {
-      ++changed;
-      EXPECT_TRUE(eligible && pair_aligned) << tile(plan) << " | " << tile(dflt);
+    const Plan on = plan_with("1"), off = plan_with("0");
+    if (!on.usable || !on.wg || !off.usable || !off.wg || !dflt.usable || !dflt.wg) return;
+    if (eligible(p, on) && pair_aligned(on)) ++aligned;
+    if (tile(on) != tile(off)) {
+      ++changed_on;
+      EXPECT_TRUE(eligible(p, on) && pair_aligned(on)) << tile(on) << " | " << tile(off);
     }
-    if (!eligible || !pair_aligned) EXPECT_EQ(tile(plan), tile(dflt));
+    const bool by_default = p.dtype != DType::kFloat32 && dflt.wg_wup <= 1;
+    EXPECT_EQ(tile(dflt), tile(by_default ? on : off));
+    if (tile(dflt) != tile(off)) ++changed_dflt;
   });
   EXPECT_GT(aligned, 20);
-  EXPECT_GT(changed, 5);
+  EXPECT_GT(changed_on, changed_dflt);
+  EXPECT_GT(changed_dflt, 3);
 }
 
 // W phase pairs in registers: by default only in 16-bit types with a W stride of 2,
