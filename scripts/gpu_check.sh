@@ -15,7 +15,7 @@
 #   NCU_CASE="kb57 --dtype bf16 --kernel implicit_gemm_wgmma" bash scripts/gpu_check.sh \
 #     build install ncu-src   # stall reasons and per-instruction samples of one kernel
 #   bash scripts/gpu_check.sh install layout-sweep   # the wgmma tiles' layouts against its planner's
-#   bash scripts/gpu_check.sh install even-ab   # pair-aligned tile layouts (CONVT_WG_EVEN=1) against the planner's
+#   bash scripts/gpu_check.sh install even-ab   # pair-aligned tile layouts: the default against none and everywhere
 #   NCU_CASE="kb71 --dtype bf16;CONVT_WG_WV=114 kb71 --dtype bf16" NCU_KERNEL=fprop_wgmma \
 #     bash scripts/gpu_check.sh install ncu-src   # the same under another setting, side by side
 #   bash scripts/gpu_check.sh install bench-strict   # strict float32 forward, 10 runs a side
@@ -466,15 +466,27 @@ if has layout-sweep; then
   grep -E "fastest" "$OUT/layout-sweep-models.log" | tee -a "$SUMMARY"
 fi
 if has even-ab; then
-  # Pair-aligned tile layouts (CONVT_WG_EVEN=1) against the planner's: KernelBench in both
-  # precisions and the model suites in bfloat16, GPU time; then the wgmma tests with it.
+  # Pair-aligned tile layouts (by default in 16-bit types where W has stride 1) against none
+  # (CONVT_WG_EVEN=0) and everywhere they can run (=1): KernelBench in both precisions, the
+  # held-out layers the rule changes (scripts/suites/even_layouts_fuzz.json) and the model
+  # suites in bfloat16, GPU time. EVEN_AB adds settings (e.g. "two=CONVT_WG_EVEN=2").
   step even-ab-kb python3 scripts/env_ab.py --dtype fp32,bf16 --rounds 2 --gpu-time \
-    base= even=CONVT_WG_EVEN=1
+    base= off=CONVT_WG_EVEN=0 on=CONVT_WG_EVEN=1 ${EVEN_AB:-}
   grep -E "geomean" "$OUT/even-ab-kb.log" | tee -a "$SUMMARY"
+  step even-ab-fuzz python3 scripts/env_ab.py --suite scripts/suites/even_layouts_fuzz.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time base= off=CONVT_WG_EVEN=0 on=CONVT_WG_EVEN=1 \
+    ${EVEN_AB:-}
+  grep -E "geomean" "$OUT/even-ab-fuzz.log" | tee -a "$SUMMARY"
+  # kb71 / kb78 in float32 run the TMA kernel: on the wgmma kernel with and without the
+  # aligned layouts.
+  step even-ab-f32 python3 scripts/env_ab.py --cases kb71,kb78 --dtype fp32 --rounds 2 \
+    --gpu-time base= wg=CONVT_FORWARD_KERNEL=implicit_gemm_wgmma \
+    wgon=CONVT_FORWARD_KERNEL=implicit_gemm_wgmma,CONVT_WG_EVEN=1
+  grep -E "geomean" "$OUT/even-ab-f32.log" | tee -a "$SUMMARY"
   for suite in models scripts/suites/more_models.json; do
     name=$(basename "$suite" .json)
     step "even-ab-$name" python3 scripts/env_ab.py --suite "$suite" --dtype bf16 --rounds 2 \
-      --gpu-time base= even=CONVT_WG_EVEN=1
+      --gpu-time base= off=CONVT_WG_EVEN=0 ${EVEN_AB:-}
     grep -E "geomean" "$OUT/even-ab-$name.log" | tee -a "$SUMMARY"
   done
 fi

@@ -508,11 +508,16 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // layouts without it): in bfloat16 kb71 1.22x, kb78 1.16x, kb70 1.10x, kb69 1.06x; in
   // float32 (TF32, where the MMAs weigh more than the stores) kb70 0.93x at its 83% of
   // positions used against 94%, and with zeros inserted along W kb75 0.76x, kb81 0.97x.
-  // CONVT_WG_EVEN=1 asks for them wherever W runs with stride 1, =0 nowhere.
+  // CONVT_WG_EVEN=1 asks for them wherever W runs with stride 1, =0 nowhere; =2 (opt-in,
+  // not yet measured) picks N by the unaligned layouts, then the aligned layout of that N
+  // (in 16-bit types without zeros along W, as the default), so that alignment does not
+  // also change the tile's N and what follows from it (two warpgroups, the transposition
+  // in the kernel, resident weight tiles).
   const int even_env = wg_env_int_or("CONVT_WG_EVEN", -1);
   const bool even_ok = even_env != 0 && (even_env == 1 || (e == 2 && plan.wg_wup <= 1)) &&
                        p.stride[2] == 1 && p.output_size(2) % 2 == 0 && !raw && fold == 1 &&
                        !scatter && !wmerge && !wpairs;
+  bool even_now = even_ok && even_env != 2;  // (=2: aligned only once N is chosen)
   auto layout = [&](int64_t n, int64_t* wv_out, int64_t* rows_out) {
     // (Reading in place: up to 3 more columns for the rounding to 4.)
     int64_t span = n - halo_w - 2 * raw_lead;
@@ -556,7 +561,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       }
       return best;
     };
-    const double best = even_ok ? scan(true, 16) : 0.0;
+    const double best = even_now ? scan(true, 16) : 0.0;
     return best > 0 ? best : scan(false, extra_segs);
   };
   // Two consumer warpgroups (ImplicitGemmFpropPlan::wg_coop; coop_want, see
@@ -598,6 +603,16 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     }
   }
   if (best_n == 0) return no("the W taps' input window leaves no tile");
+  if (even_ok && !even_now) {  // (CONVT_WG_EVEN=2: the aligned layout of the chosen N)
+    even_now = true;
+    int64_t wv = 0, rows = 0;
+    const double used = layout(best_n, &wv, &rows);
+    if (used > 0) {
+      best_wv = wv;
+      best_rows = rows;
+      best_used = used;
+    }
+  }
   // The staging area: with merged phases their buffer, in place of the default area for
   // position-major tiles (where it outgrows it), after it for channel-major tiles (whose
   // epilogue stages the accumulators there first).

@@ -1419,7 +1419,7 @@ TEST(CudaPlanner, PairAlignedLayoutsIn16BitTypes) {
   // Fuzzed layers: a plan that alignment changes is pair-aligned and eligible (W of stride
   // 1, or with CONVT_WG_EVEN=1 strided with zeros inserted along W; an even-wide output; a
   // tile of the plain kind); by default only in 16-bit types without zeros inserted.
-  int aligned = 0, changed_on = 0, changed_dflt = 0;
+  int aligned = 0, changed_on = 0, changed_dflt = 0, changed_two = 0;
   auto tile = [](const Plan& pl) {  // (the wgmma tile's layout and K step)
     return std::to_string(pl.wg) + " " + std::to_string(pl.wg_n) + " " +
            std::to_string(pl.wg_nc) + " " + std::to_string(pl.wg_rows) + "x" +
@@ -1444,8 +1444,17 @@ TEST(CudaPlanner, PairAlignedLayoutsIn16BitTypes) {
       o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
       return convt::cuda::plan_implicit_gemm_fprop(p, o);
     };
-    const Plan on = plan_with("1"), off = plan_with("0");
+    const Plan on = plan_with("1"), off = plan_with("0"), two = plan_with("2");
     if (!on.usable || !on.wg || !off.usable || !off.wg || !dflt.usable || !dflt.wg) return;
+    // (CONVT_WG_EVEN=2: the unaligned plan's N, and where that N has an aligned layout,
+    // the default's eligibility, that layout.)
+    if (two.usable && two.wg && tile(two) != tile(off)) {
+      ++changed_two;
+      EXPECT_EQ(two.wg_n, off.wg_n) << tile(two) << " | " << tile(off);
+      EXPECT_TRUE(p.dtype != DType::kFloat32 && two.wg_wup <= 1 && eligible(p, two) &&
+                  pair_aligned(two))
+          << tile(two) << " | " << tile(off);
+    }
     if (eligible(p, on) && pair_aligned(on)) ++aligned;
     if (tile(on) != tile(off)) {
       ++changed_on;
@@ -1458,6 +1467,7 @@ TEST(CudaPlanner, PairAlignedLayoutsIn16BitTypes) {
   EXPECT_GT(aligned, 20);
   EXPECT_GT(changed_on, changed_dflt);
   EXPECT_GT(changed_dflt, 3);
+  EXPECT_GT(changed_two, 3);
 }
 
 // W phase pairs in registers: by default only in 16-bit types with a W stride of 2,

@@ -50,3 +50,38 @@ def test_a_known_plan_and_a_bad_line():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
     assert out.stdout == "x: error: each of in, k, s, p, op, d needs dims values\n"
+
+
+def test_against_prints_and_writes_the_changed_cases(tmp_path):
+    """--against: only the plans a setting changes, each with the other beneath it;
+    --write-suite: those cases as a suite file that loads back with the same shapes."""
+    from convt.bench.suite import load_suite
+
+    out = tmp_path / "touched.json"
+    lines = plan_lines("--suite", "kernelbench", "--dtype", "fp32,bf16", "--against",
+                       "CONVT_WG_EVEN=0", "--write-suite", str(out))
+    # (Pair-aligned layouts: by default in 16-bit types where W has stride 1.)
+    assert lines[-1] == "4 of 17 cases changed by CONVT_WG_EVEN=0", lines
+    changed = [ln.split()[0] for ln in lines[:-1] if not ln.startswith("  with ")]
+    assert changed == ["kb69", "kb70", "kb71", "kb78"], lines
+    assert all(ln.split()[1:3] == ["bf16", "tf32:"] for ln in lines[:-1:2]), lines
+    assert all(ln.startswith("  with CONVT_WG_EVEN=0: implicit-GEMM") for ln in lines[1:-1:2])
+    assert lines[lines.index(next(ln for ln in lines if ln.startswith("kb71"))) + 1].find(
+        "1 rows x 206 of a 1x208 box") > 0, lines
+    suite = load_suite(out)
+    assert [c.id for c in suite.cases] == changed
+    kb = {c.id: c for c in load_suite("kernelbench").cases}
+    for c in suite.cases:
+        assert c == kb[c.id]
+    assert "CONVT_WG_EVEN=0" in suite.about
+    # A setting that changes nothing, and a malformed one.
+    lines = plan_lines("--suite", "kernelbench", "--dtype", "bf16", "--against", "CONVT_NOTHING=1")
+    assert lines == ["0 of 17 cases changed by CONVT_NOTHING=1"]
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--tool", str(TOOLS[0]), "--against",
+                          "CONVT_WG_EVEN"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2
+    assert "--against: 'CONVT_WG_EVEN' is not NAME=VALUE" in bad.stderr
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--tool", str(TOOLS[0]),
+                          "--write-suite", str(out)], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2
+    assert "--write-suite needs --against" in bad.stderr
