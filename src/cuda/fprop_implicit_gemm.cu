@@ -794,6 +794,9 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // 0.88 -> 0.63 ms; kb64 (a stage given up) 3.13 -> 3.62, and 1.5x-1.9x slower on kb61,
   // kb68 and kb70 (rows transposed again for each D and H tap). CONVT_WG_XP=0 asks for the
   // copy, CONVT_WG_XP=1 for the transposition wherever two stages and the ring fit.
+  // CONVT_WG_XP_RING=P (opt-in, for measuring the supply of pieces): a ring of up to P
+  // pieces (at most kXpMaxPieces) in place of two K steps' worth, giving up stages (down to
+  // the least the transposition keeps) until it fits, else the most that fit there.
   plan.wg_xp = false;
   {
     const char* xp_s = std::getenv("CONVT_WG_XP");
@@ -816,10 +819,14 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
         std::min<int64_t>(wg::xp_piece_rows(plan.wg_bk, int(e)), plan.wg_hbox);
     const int64_t piece = hp * plan.wg_bk * wg::kXpCols * e;
     const int64_t per_step = wg::xp_chunks(plan.wg_wbox) * ((plan.wg_hbox + hp - 1) / hp);
+    const int64_t ring_env = std::min<int64_t>(wg_env_int("CONVT_WG_XP_RING"), wg::kXpMaxPieces);
+    const int64_t ring_cap = ring_env > 0 ? ring_env : 2 * per_step;
     for (int64_t stages = plan.wg_stages; want && stages >= min_stages; --stages) {
       const int64_t left = stage_budget - stages * plan.wg_stage_bytes - wg::kXpMetaBytes - 1024;
       const int64_t pieces =
-          std::min<int64_t>({left / piece, 2 * per_step, int64_t(wg::kXpMaxPieces)});
+          std::min<int64_t>({left / piece, ring_cap, int64_t(wg::kXpMaxPieces)});
+      // (CONVT_WG_XP_RING: the whole ring where stages can be given up for it.)
+      if (ring_env > 0 && pieces < ring_cap && stages > min_stages) continue;
       if (pieces >= wg::kXpMinPieces) {
         plan.wg_xp = true;
         plan.wg_stages = int(stages);
@@ -2173,7 +2180,8 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
       wgmma_channels_last_in_place(plan, wgmma_problem(plan, p), x)
           ? ", channels_last input read in place"
       : wgmma_input_transposed_in_kernel(plan, wgmma_problem(plan, p), x)
-          ? ", input transposed in the kernel"
+          ? detail::str_cat(", input transposed in the kernel (a ring of ", plan.wg_xp_pieces,
+                            " pieces of ", plan.wg_xp_piece_bytes, " B)")
       : wgmma_input_copied_in_kernel(plan, wgmma_problem(plan, p), x)
           ? ", input copied by the kernel's copier warps"
       : !plan.wg_raw               ? ""

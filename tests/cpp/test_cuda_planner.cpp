@@ -1470,6 +1470,45 @@ TEST(CudaPlanner, PairAlignedLayoutsIn16BitTypes) {
   EXPECT_GT(changed_two, 3);
 }
 
+// CONVT_WG_XP_RING=P: the transposition's ring of up to P pieces (at most 16), stages given
+// up for it down to the least the transposition keeps (two; in float the copy's stages),
+// the tile and K step unchanged, the block's shared memory within its limit.
+TEST(CudaPlanner, TranspositionRingWhereAsked) {
+  int deeper = 0, fewer_stages = 0, xp_plans = 0;
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode math,
+                                                             const Plan& dflt) {
+    if (!dflt.usable || !dflt.wg || !dflt.wg_xp) return;
+    ++xp_plans;
+    const ScopedEnv ring("CONVT_WG_XP_RING", "16");
+    ExecOptions o;
+    o.math = math;
+    o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+    const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p, o);
+    ASSERT_TRUE(plan.usable && plan.wg && plan.wg_xp) << plan.describe();
+    EXPECT_EQ(plan.wg_n, dflt.wg_n);
+    EXPECT_EQ(plan.wg_rows, dflt.wg_rows);
+    EXPECT_EQ(plan.wg_wv, dflt.wg_wv);
+    EXPECT_EQ(plan.wg_bk, dflt.wg_bk);
+    EXPECT_EQ(plan.wg_hb, dflt.wg_hb);
+    EXPECT_EQ(plan.wg_xp_piece_bytes, dflt.wg_xp_piece_bytes);
+    EXPECT_GE(plan.wg_xp_pieces, 4);
+    EXPECT_LE(plan.wg_xp_pieces, 16);
+    EXPECT_LE(plan.wg_stages, dflt.wg_stages);
+    EXPECT_GE(plan.wg_stages, 2);
+    // (The whole ring, or the least stages: then at least the default's pieces.)
+    const bool least = plan.wg_stages == 2 || (p.dtype == DType::kFloat32 &&
+                                               plan.wg_stages == dflt.wg_stages);
+    EXPECT_TRUE(plan.wg_xp_pieces == 16 || least) << plan.describe();
+    if (least) EXPECT_GE(plan.wg_xp_pieces, std::min(dflt.wg_xp_pieces, 16)) << plan.describe();
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes(plan));
+    if (plan.wg_xp_pieces > dflt.wg_xp_pieces) ++deeper;
+    if (plan.wg_stages < dflt.wg_stages) ++fewer_stages;
+  });
+  EXPECT_GT(xp_plans, 20);
+  EXPECT_GT(deeper, 5);
+  EXPECT_GT(fewer_stages, 3);
+}
+
 // W phase pairs in registers: by default only in 16-bit types with a W stride of 2,
 // position-major tiles of 8 to 32 channels, unfolded and unscattered, not with zeros
 // inserted; CONVT_WG_WMERGE=0 turns them off.
