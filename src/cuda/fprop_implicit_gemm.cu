@@ -798,6 +798,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // pieces (at most kXpMaxPieces) in place of two K steps' worth, giving up stages (down to
   // the least the transposition keeps) until it fits, else the most that fit there.
   plan.wg_xp = false;
+  plan.wg_xp_early = false;
   {
     const char* xp_s = std::getenv("CONVT_WG_XP");
     const int xp_env = xp_s != nullptr && *xp_s != '\0' ? std::atoi(xp_s) : -1;
@@ -829,6 +830,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       if (ring_env > 0 && pieces < ring_cap && stages > min_stages) continue;
       if (pieces >= wg::kXpMinPieces) {
         plan.wg_xp = true;
+        plan.wg_xp_early = wg_env_int("CONVT_WG_XP_EARLY") == 1;
         plan.wg_stages = int(stages);
         plan.wg_xp_pieces = int(pieces);
         plan.wg_xp_rows = int(hp);
@@ -2181,7 +2183,8 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
           ? ", channels_last input read in place"
       : wgmma_input_transposed_in_kernel(plan, wgmma_problem(plan, p), x)
           ? detail::str_cat(", input transposed in the kernel (a ring of ", plan.wg_xp_pieces,
-                            " pieces of ", plan.wg_xp_piece_bytes, " B)")
+                            " pieces of ", plan.wg_xp_piece_bytes, " B",
+                            plan.wg_xp_early ? ", loaded ahead of the stages" : "", ")")
       : wgmma_input_copied_in_kernel(plan, wgmma_problem(plan, p), x)
           ? ", input copied by the kernel's copier warps"
       : !plan.wg_raw               ? ""

@@ -737,6 +737,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.xp_pieces = plan.wg_xp_pieces;
   fp.xp_rows = plan.wg_xp_rows;
   fp.xp_piece_bytes = plan.wg_xp_piece_bytes;
+  fp.xp_early = plan.wg_xp && plan.wg_xp_early ? 1 : 0;
   {
     // K steps keep the weight tiles their stage still holds (Params::w_reuse): where the
     // planner made them resident; CONVT_WG_WREUSE=0 or =1 turns the check off or on

@@ -1509,6 +1509,30 @@ TEST(CudaPlanner, TranspositionRingWhereAsked) {
   EXPECT_GT(fewer_stages, 3);
 }
 
+// CONVT_WG_XP_EARLY=1: the transposition's pieces loaded ahead of the stages, on exactly the
+// plans that transpose in the kernel, everything else the default's.
+TEST(CudaPlanner, TranspositionPiecesAheadWhereAsked) {
+  int early = 0;
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode math,
+                                                             const Plan& dflt) {
+    if (!dflt.usable || !dflt.wg) return;
+    EXPECT_FALSE(dflt.wg_xp_early);
+    const ScopedEnv ahead("CONVT_WG_XP_EARLY", "1");
+    ExecOptions o;
+    o.math = math;
+    o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+    const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p, o);
+    ASSERT_TRUE(plan.usable && plan.wg);
+    EXPECT_EQ(plan.wg_xp_early, dflt.wg_xp);
+    EXPECT_EQ(plan.wg_xp, dflt.wg_xp);
+    EXPECT_EQ(plan.wg_xp_pieces, dflt.wg_xp_pieces);
+    EXPECT_EQ(plan.wg_stages, dflt.wg_stages);
+    EXPECT_EQ(plan.wg_n, dflt.wg_n);
+    early += plan.wg_xp_early ? 1 : 0;
+  });
+  EXPECT_GT(early, 20);
+}
+
 // W phase pairs in registers: by default only in 16-bit types with a W stride of 2,
 // position-major tiles of 8 to 32 channels, unfolded and unscattered, not with zeros
 // inserted; CONVT_WG_WMERGE=0 turns them off.

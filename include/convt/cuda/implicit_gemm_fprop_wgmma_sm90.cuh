@@ -359,6 +359,9 @@ struct Params {
   // The input transposed in the kernel (kXp): pieces per box row (xp_chunks(wbox)), the
   // ring's pieces, rows per piece and a piece's bytes (kXpCols x bk x rows elements).
   int xp_chunks, xp_pieces, xp_rows, xp_piece_bytes;
+  // 1: the producer loads a K step's raw pieces into the ring before its stage is free, and
+  // the transposer waits for the stage (ImplicitGemmFpropPlan::wg_xp_early).
+  int xp_early;
   // 1: a K step whose stage still holds its weight tiles (the stage's last K step copied the
   // same ones: the next tile's same step, where the tile's K steps divide the stages and
   // both tiles have one group, channel tile and phase) does not copy them again.
@@ -1352,6 +1355,9 @@ __device__ __forceinline__ void raw_steps(float (&acc)[MB][NC / 2], uint32_t (&a
 struct XpHeader {
   int16_t stage, h0;
   int8_t chunk, wsh, last;
+  // Params::xp_early: the parity of the stage's "empty" barrier the transposer waits on
+  // before the K step's first piece.
+  int8_t par;
 };
 static_assert(2 * 8 * kXpMaxPieces + sizeof(XpHeader) * kXpMaxPieces <= 512 &&
                   512 + 32 * 16 <= kXpMetaBytes,
@@ -1735,6 +1741,9 @@ __global__ void __launch_bounds__(block_threads(kXp,
       if (hd.stage < 0) break;
       const uint32_t piece = xp_base + uint32_t(xs * p.xp_piece_bytes);
       const uint32_t box = box0 + uint32_t(hd.stage * p.stage_bytes);
+      // (Loaded ahead of the stage: the K step's first piece waits for the consumers to
+      // release the stage.)
+      if (p.xp_early && hd.h0 == 0 && hd.chunk == 0) mbar_wait(empty0 + 8 * hd.stage, hd.par ^ 1);
       const int rows = min(p.xp_rows, p.hbox - hd.h0);
       if constexpr (sizeof(T) == 4) {
         if (p.bk == 8) {
@@ -1943,7 +1952,43 @@ __global__ void __launch_bounds__(block_threads(kXp,
             }
           }
         }
+        // kXp: the K step's raw box in pieces (xp_rows rows x kXpCols columns from the last
+        // multiple of 8 columns at or before w0), each into the ring's next piece once the
+        // transposer is done with it; the piece's header names the stage it goes to.
+        auto xp_load_pieces = [&](int w0, int h0, int d0) {
+          const int w0a = w0 & ~7;
+          for (int hr = 0; hr < p.hbox; hr += p.xp_rows) {
+            for (int k = 0; k < p.xp_chunks; ++k) {
+              mbar_wait(xempty0 + 8 * xs, xpar ^ 1);
+              xhdr[xs].stage = int16_t(stage);
+              xhdr[xs].h0 = int16_t(hr);
+              xhdr[xs].chunk = int8_t(k);
+              xhdr[xs].wsh = int8_t(w0 - w0a);
+              xhdr[xs].last = int8_t(hr + p.xp_rows >= p.hbox && k == p.xp_chunks - 1);
+              xhdr[xs].par = int8_t(parity);
+              const uint32_t xf = xfull0 + 8 * xs;
+              mbar_arrive_expect_tx(xf, uint32_t(p.xp_piece_bytes));
+              tma_load_5d(xp_base + uint32_t(xs * p.xp_piece_bytes), &map, xf,
+                          w0a + k * kXpCols, cb * p.bk, h0 + hr, d0, n * p.groups + g);
+              if (++xs == p.xp_pieces) {
+                xs = 0;
+                xpar ^= 1;
+              }
+            }
+          }
+        };
         for (int s = 0; s < steps; ++s) {
+          if constexpr (kXp) {
+            // (Params::xp_early: the pieces first, while the consumers still hold the stage;
+            // the transposer waits for it.)
+            if (p.xp_early && mma) {
+              const int jh0 = hbi * p.hb;
+              const int hcnt = min(p.hb, th.count - jh0);
+              xp_load_pieces(p.sc ? qw0 + p.sc_clo : qw0 + tw.off0 - (tw.count - 1) * tw.doff,
+                             qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff,
+                             qd + td.off0 - jd * td.doff);
+            }
+          }
           mbar_wait(empty0 + 8 * stage, parity ^ 1);
           unsigned char* st = stages + size_t(stage) * p.stage_bytes;
           StageHeader* hd = reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes);
@@ -2020,28 +2065,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
             const int d0 = qd + td.off0 - jd * td.doff;
             const uint32_t box = smem_addr(st);
             if constexpr (kXp) {
-              // The raw box in pieces (xp_rows rows x kXpCols columns from the last multiple
-              // of 8 columns at or before w0), each into the ring's next piece once the transposer
-              // is done with it.
-              const int w0a = w0 & ~7;
-              for (int hr = 0; hr < p.hbox; hr += p.xp_rows) {
-                for (int k = 0; k < p.xp_chunks; ++k) {
-                  mbar_wait(xempty0 + 8 * xs, xpar ^ 1);
-                  xhdr[xs].stage = int16_t(stage);
-                  xhdr[xs].h0 = int16_t(hr);
-                  xhdr[xs].chunk = int8_t(k);
-                  xhdr[xs].wsh = int8_t(w0 - w0a);
-                  xhdr[xs].last = int8_t(hr + p.xp_rows >= p.hbox && k == p.xp_chunks - 1);
-                  const uint32_t xf = xfull0 + 8 * xs;
-                  mbar_arrive_expect_tx(xf, uint32_t(p.xp_piece_bytes));
-                  tma_load_5d(xp_base + uint32_t(xs * p.xp_piece_bytes), &map, xf,
-                              w0a + k * kXpCols, cb * p.bk, h0 + hr, d0, n * p.groups + g);
-                  if (++xs == p.xp_pieces) {
-                    xs = 0;
-                    xpar ^= 1;
-                  }
-                }
-              }
+              if (!p.xp_early) xp_load_pieces(w0, h0, d0);
             } else if constexpr (kRaw) {
               const int w0a = w0 & ~3;  // 16 bytes of floats (rounds negative columns down too)
               hd->wsh = w0 - w0a;
