@@ -478,6 +478,11 @@ if has even-ab; then
     --dtype fp32,bf16 --rounds 2 --gpu-time base= off=CONVT_WG_EVEN=0 on=CONVT_WG_EVEN=1 \
     ${EVEN_AB:-}
   grep -E "geomean" "$OUT/even-ab-fuzz.log" | tee -a "$SUMMARY"
+  # (The same layers with channels_last inputs, whose outputs PyTorch makes channels_last:
+  # the rule does not look at the memory format.)
+  step even-ab-cl python3 scripts/env_ab.py --suite scripts/suites/even_layouts_fuzz.json \
+    --dtype bf16 --rounds 2 --gpu-time --channels-last base= off=CONVT_WG_EVEN=0
+  grep -E "geomean" "$OUT/even-ab-cl.log" | tee -a "$SUMMARY"
   # kb71 / kb78 in float32 run the TMA kernel: on the wgmma kernel with and without the
   # aligned layouts.
   step even-ab-f32 python3 scripts/env_ab.py --cases kb71,kb78 --dtype fp32 --rounds 2 \
