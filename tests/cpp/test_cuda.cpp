@@ -15,6 +15,7 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <string>
 #include <utility>
@@ -1631,16 +1632,26 @@ TEST_P(CudaWgmmaXp, TransposesWhereItCanAndMatchesFloat64Oracle) {
         precision.dtype == DType::kFloat32 && precision.math == MathMode::kAllowTF32;
     if (!sixteen && !tf32) continue;
     const bool expect = sixteen ? c.xp : c.xp32;
-    for (const bool off : {false, true}) {
-      SCOPED_TRACE(off ? "CONVT_WG_XP=0" : "default");
-      const ScopedEnv env("CONVT_WG_XP", off ? "0" : "1");
-      const ScopedEnv fill("CONVT_WG_FILL", "0");  // (the boxes these cases are shaped for)
+    // 0: the transposition asked for (CONVT_WG_XP=1) where it can run, 1: the copy
+    // (CONVT_WG_XP=0), both on the tiles these cases are shaped for (CONVT_WG_FILL=0,
+    // CONVT_WG_EVEN=0); 2: the plan of the run's own settings (gpu_check.sh's WG_TEST_ENV,
+    // e.g. other layouts or rings), against the oracle only.
+    for (const int mode : {0, 1, 2}) {
+      SCOPED_TRACE(mode == 1 ? "CONVT_WG_XP=0" : mode == 0 ? "CONVT_WG_XP=1" : "the run's settings");
+      std::optional<ScopedEnv> env, fill, even;
+      if (mode < 2) {
+        env.emplace("CONVT_WG_XP", mode == 1 ? "0" : "1");
+        fill.emplace("CONVT_WG_FILL", "0");
+        even.emplace("CONVT_WG_EVEN", "0");
+      }
       const std::string what = describe_wgmma_forward(c.problem, precision, Layout::kContiguous);
       EXPECT_NE(what.find("wgmma persistent"), std::string::npos) << precision.name << ": " << what;
-      EXPECT_EQ(what.find("input transposed in the kernel") != std::string::npos, expect && !off)
-          << precision.name << ": " << what;
+      if (mode < 2)
+        EXPECT_EQ(what.find("input transposed in the kernel") != std::string::npos,
+                  expect && mode == 0)
+            << precision.name << ": " << what;
       check_all_directions(c.problem, Layout::kContiguous, precision,
-                           6151u * uint64_t(GetParam()) + (off ? 1 : 0), nullptr, false,
+                           6151u * uint64_t(GetParam()) + uint64_t(mode), nullptr, false,
                            ForwardKernel::kImplicitGemmWgmma);
     }
   }

@@ -21,13 +21,27 @@ namespace test {
 
 using Shape = std::array<int64_t, kMaxTensorRank>;
 
-// An environment variable set for a scope (unset again however the scope ends).
+// An environment variable set for a scope, and given back its value from before (or unset
+// again, where it was not set) however the scope ends: a setting the whole test run was
+// started with (e.g. gpu_check.sh's WG_TEST_ENV) holds again after the scope.
 struct ScopedEnv {
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* before = std::getenv(name);
+    had_ = before != nullptr;
+    if (had_) before_ = before;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_, before_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
   const char* name_;
+  bool had_ = false;
+  std::string before_;
 };
 
 // A problem from its arguments (spatial arrays in the canonical (D, H, W)-first order of
