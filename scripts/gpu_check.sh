@@ -473,27 +473,27 @@ if has even-ab; then
   # suites in bfloat16, GPU time. EVEN_AB adds settings (e.g. "two=CONVT_WG_EVEN=2").
   step even-ab-kb python3 scripts/env_ab.py --dtype fp32,bf16 --rounds 2 --gpu-time \
     base= off=CONVT_WG_EVEN=0 on=CONVT_WG_EVEN=1 ${EVEN_AB:-}
-  grep -E "geomean" "$OUT/even-ab-kb.log" | tee -a "$SUMMARY"
+  python3 scripts/ab_summary.py "$OUT/even-ab-kb.log" | tee -a "$SUMMARY"
   step even-ab-fuzz python3 scripts/env_ab.py --suite scripts/suites/even_layouts_fuzz.json \
     --dtype fp32,bf16 --rounds 2 --gpu-time base= off=CONVT_WG_EVEN=0 on=CONVT_WG_EVEN=1 \
     ${EVEN_AB:-}
-  grep -E "geomean" "$OUT/even-ab-fuzz.log" | tee -a "$SUMMARY"
+  python3 scripts/ab_summary.py "$OUT/even-ab-fuzz.log" | tee -a "$SUMMARY"
   # (The same layers with channels_last inputs, whose outputs PyTorch makes channels_last:
   # the rule does not look at the memory format.)
   step even-ab-cl python3 scripts/env_ab.py --suite scripts/suites/even_layouts_fuzz.json \
     --dtype bf16 --rounds 2 --gpu-time --channels-last base= off=CONVT_WG_EVEN=0
-  grep -E "geomean" "$OUT/even-ab-cl.log" | tee -a "$SUMMARY"
+  python3 scripts/ab_summary.py "$OUT/even-ab-cl.log" | tee -a "$SUMMARY"
   # kb71 / kb78 in float32 run the TMA kernel: on the wgmma kernel with and without the
   # aligned layouts.
   step even-ab-f32 python3 scripts/env_ab.py --cases kb71,kb78 --dtype fp32 --rounds 2 \
     --gpu-time base= wg=CONVT_FORWARD_KERNEL=implicit_gemm_wgmma \
     wgon=CONVT_FORWARD_KERNEL=implicit_gemm_wgmma,CONVT_WG_EVEN=1
-  grep -E "geomean" "$OUT/even-ab-f32.log" | tee -a "$SUMMARY"
+  python3 scripts/ab_summary.py "$OUT/even-ab-f32.log" | tee -a "$SUMMARY"
   for suite in models scripts/suites/more_models.json; do
     name=$(basename "$suite" .json)
     step "even-ab-$name" python3 scripts/env_ab.py --suite "$suite" --dtype bf16 --rounds 2 \
       --gpu-time base= off=CONVT_WG_EVEN=0 ${EVEN_AB:-}
-    grep -E "geomean" "$OUT/even-ab-$name.log" | tee -a "$SUMMARY"
+    python3 scripts/ab_summary.py "$OUT/even-ab-$name.log" | tee -a "$SUMMARY"
   done
 fi
 if has xp-ring-ab; then
@@ -506,11 +506,11 @@ if has xp-ring-ab; then
   step xp-ring-kb python3 scripts/env_ab.py --cases kb57,kb64,kb71,kb74,kb78 --dtype bf16,fp32 \
     --rounds 2 --gpu-time base= r16=CONVT_WG_XP_RING=16 early=CONVT_WG_XP_EARLY=1 \
     early16=CONVT_WG_XP_EARLY=1,CONVT_WG_XP_RING=16 early12=CONVT_WG_XP_EARLY=1,CONVT_WG_XP_RING=12
-  grep -E "geomean" "$OUT/xp-ring-kb.log" | tee -a "$SUMMARY"
+  python3 scripts/ab_summary.py "$OUT/xp-ring-kb.log" | tee -a "$SUMMARY"
   step xp-ring-fuzz python3 scripts/env_ab.py --suite scripts/suites/even_layouts_fuzz.json \
     --dtype bf16 --rounds 2 --gpu-time base= r16=CONVT_WG_XP_RING=16 early=CONVT_WG_XP_EARLY=1 \
     early16=CONVT_WG_XP_EARLY=1,CONVT_WG_XP_RING=16
-  grep -E "geomean" "$OUT/xp-ring-fuzz.log" | tee -a "$SUMMARY"
+  python3 scripts/ab_summary.py "$OUT/xp-ring-fuzz.log" | tee -a "$SUMMARY"
 fi
 if has pairs-ab; then
   # The W phase pairs against the dispatch without them (GPU time, one build): on channel-major
