@@ -16,7 +16,7 @@
 #     build install ncu-src   # stall reasons and per-instruction samples of one kernel
 #   bash scripts/gpu_check.sh install layout-sweep   # the wgmma tiles' layouts against its planner's
 #   bash scripts/gpu_check.sh install even-ab   # pair-aligned tile layouts: the default against none and everywhere
-#   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_RING, CONVT_WG_XP_EARLY)
+#   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
 #   NCU_CASE="kb71 --dtype bf16;CONVT_WG_WV=114 kb71 --dtype bf16" NCU_KERNEL=fprop_wgmma \
 #     bash scripts/gpu_check.sh install ncu-src   # the same under another setting, side by side
 #   bash scripts/gpu_check.sh install bench-strict   # strict float32 forward, 10 runs a side
@@ -497,19 +497,18 @@ if has even-ab; then
   done
 fi
 if has xp-ring-ab; then
-  # The supply of the in-kernel transposition: deeper rings of pieces (CONVT_WG_XP_RING=P: up
-  # to P pieces, stages given up for them) and the pieces loaded ahead of the stages
-  # (CONVT_WG_XP_EARLY=1), against the planner's: the KernelBench cases that transpose in
-  # the kernel and the held-out fuzzed layers, GPU time. Correctness first:
-  # WG_FILTER='*WgmmaXp*:*WgmmaPath*' WG_TEST_ENV="CONVT_WG_XP_EARLY=1 CONVT_WG_XP_RING=16"
+  # The supply of the in-kernel transposition: the pieces loaded ahead of the stages (the
+  # default) against after them (CONVT_WG_XP_EARLY=0), and deeper rings of pieces
+  # (CONVT_WG_XP_RING=P: up to P pieces, stages given up for them): the KernelBench cases that
+  # transpose in the kernel and the held-out fuzzed layers, GPU time. Correctness first:
+  # WG_FILTER='*WgmmaXp*:*WgmmaPath*' WG_TEST_ENV="CONVT_WG_XP_EARLY=0 CONVT_WG_XP_RING=16"
   # ... build wg-test wg-sanitize.
   step xp-ring-kb python3 scripts/env_ab.py --cases kb57,kb64,kb71,kb74,kb78 --dtype bf16,fp32 \
-    --rounds 2 --gpu-time base= r16=CONVT_WG_XP_RING=16 early=CONVT_WG_XP_EARLY=1 \
-    early16=CONVT_WG_XP_EARLY=1,CONVT_WG_XP_RING=16 early12=CONVT_WG_XP_EARLY=1,CONVT_WG_XP_RING=12
+    --rounds 2 --gpu-time base= late=CONVT_WG_XP_EARLY=0 r16=CONVT_WG_XP_RING=16 \
+    r12=CONVT_WG_XP_RING=12
   python3 scripts/ab_summary.py "$OUT/xp-ring-kb.log" | tee -a "$SUMMARY"
   step xp-ring-fuzz python3 scripts/env_ab.py --suite scripts/suites/even_layouts_fuzz.json \
-    --dtype bf16 --rounds 2 --gpu-time base= r16=CONVT_WG_XP_RING=16 early=CONVT_WG_XP_EARLY=1 \
-    early16=CONVT_WG_XP_EARLY=1,CONVT_WG_XP_RING=16
+    --dtype bf16 --rounds 2 --gpu-time base= late=CONVT_WG_XP_EARLY=0 r16=CONVT_WG_XP_RING=16
   python3 scripts/ab_summary.py "$OUT/xp-ring-fuzz.log" | tee -a "$SUMMARY"
 fi
 if has pairs-ab; then

@@ -830,7 +830,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       if (ring_env > 0 && pieces < ring_cap && stages > min_stages) continue;
       if (pieces >= wg::kXpMinPieces) {
         plan.wg_xp = true;
-        plan.wg_xp_early = wg_env_int("CONVT_WG_XP_EARLY") == 1;
+        plan.wg_xp_early = wg_env_int_or("CONVT_WG_XP_EARLY", 1) != 0;
         plan.wg_stages = int(stages);
         plan.wg_xp_pieces = int(pieces);
         plan.wg_xp_rows = int(hp);

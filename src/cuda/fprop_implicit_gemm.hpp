@@ -85,10 +85,11 @@ struct ImplicitGemmFpropPlan {
   // leave. Elsewhere the copy runs with the same tile.
   bool wg_xp = false;
   int wg_xp_pieces = 0, wg_xp_rows = 0, wg_xp_piece_bytes = 0;
-  // The raw pieces loaded ahead of the stages (opt-in, CONVT_WG_XP_EARLY=1, while measured):
-  // the producer issues a K step's pieces into the ring before it waits for the step's stage
-  // to be free, and the transposer waits for the stage before writing it, so that the loads'
-  // latency overlaps the consumers' use of the stage instead of following it.
+  // The raw pieces loaded ahead of the stages (wherever the input is transposed in the kernel;
+  // CONVT_WG_XP_EARLY=0 turns it off): the producer issues a K step's pieces into the ring
+  // before it waits for the step's stage to be free, and the transposer waits for the stage
+  // before writing it, so that the loads' latency overlaps the consumers' use of the stage
+  // instead of following it.
   bool wg_xp_early = false;
   // W taps folded into N (position-major tiles): wgmma's N is wg_nc x wg_fold columns, one
   // per (W tap, channel), over wg_n = wg::fold_positions(wg_nc, wg_fold) positions; 1: not

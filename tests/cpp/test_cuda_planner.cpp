@@ -1509,26 +1509,26 @@ TEST(CudaPlanner, TranspositionRingWhereAsked) {
   EXPECT_GT(fewer_stages, 3);
 }
 
-// CONVT_WG_XP_EARLY=1: the transposition's pieces loaded ahead of the stages, on exactly the
-// plans that transpose in the kernel, everything else the default's.
-TEST(CudaPlanner, TranspositionPiecesAheadWhereAsked) {
+// The transposition's pieces loaded ahead of the stages by default, on exactly the plans that
+// transpose in the kernel; CONVT_WG_XP_EARLY=0 turns it off and changes nothing else.
+TEST(CudaPlanner, TranspositionPiecesAheadByDefault) {
   int early = 0;
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode math,
                                                              const Plan& dflt) {
     if (!dflt.usable || !dflt.wg) return;
-    EXPECT_FALSE(dflt.wg_xp_early);
-    const ScopedEnv ahead("CONVT_WG_XP_EARLY", "1");
+    EXPECT_EQ(dflt.wg_xp_early, dflt.wg_xp);
+    early += dflt.wg_xp_early ? 1 : 0;
+    const ScopedEnv after("CONVT_WG_XP_EARLY", "0");
     ExecOptions o;
     o.math = math;
     o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
     const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p, o);
     ASSERT_TRUE(plan.usable && plan.wg);
-    EXPECT_EQ(plan.wg_xp_early, dflt.wg_xp);
+    EXPECT_FALSE(plan.wg_xp_early);
     EXPECT_EQ(plan.wg_xp, dflt.wg_xp);
     EXPECT_EQ(plan.wg_xp_pieces, dflt.wg_xp_pieces);
     EXPECT_EQ(plan.wg_stages, dflt.wg_stages);
     EXPECT_EQ(plan.wg_n, dflt.wg_n);
-    early += plan.wg_xp_early ? 1 : 0;
   });
   EXPECT_GT(early, 20);
 }

@@ -47,9 +47,10 @@ def test_a_known_plan_and_a_bad_line():
                            "208 positions"), line
     assert line.endswith("| tiles 41040 x K steps 6, boxes 3277.9 MB, weight tiles 3025.8 MB")
     # (The transposition's ring: 6 pieces of 1 row x 32 columns x 32 channels; with
-    # CONVT_WG_XP_RING=16 all 16 where a stage is given up for them.)
-    assert ", 3 stages, input transposed in the kernel (a ring of 6 pieces of 2048 B)," in line, \
-        line
+    # CONVT_WG_XP_RING=16 all 16 where a stage is given up for them; loaded ahead of the
+    # stages.)
+    assert (", 3 stages, input transposed in the kernel (a ring of 6 pieces of 2048 B, "
+            "loaded ahead of the stages),") in line, line
     out = subprocess.run([str(TOOLS[0])], input="id=x dims=2 batch=1 cin=4 cout=4 in=8 k=3,3\n",
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
