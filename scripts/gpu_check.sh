@@ -16,6 +16,7 @@
 #     build install ncu-src   # stall reasons and per-instruction samples of one kernel
 #   bash scripts/gpu_check.sh install layout-sweep   # the wgmma tiles' layouts against its planner's
 #   bash scripts/gpu_check.sh install even-ab   # pair-aligned tile layouts: the default against none and everywhere
+#   bash scripts/gpu_check.sh install f32-aligned-ab   # float32 on wgmma with aligned layouts (CONVT_WG_F32_ALIGNED)
 #   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
 #   NCU_CASE="kb71 --dtype bf16;CONVT_WG_WV=114 kb71 --dtype bf16" NCU_KERNEL=fprop_wgmma \
 #     bash scripts/gpu_check.sh install ncu-src   # the same under another setting, side by side
@@ -494,6 +495,25 @@ if has even-ab; then
     step "even-ab-$name" python3 scripts/env_ab.py --suite "$suite" --dtype bf16 --rounds 2 \
       --gpu-time base= off=CONVT_WG_EVEN=0 ${EVEN_AB:-}
     python3 scripts/ab_summary.py "$OUT/even-ab-$name.log" | tee -a "$SUMMARY"
+  done
+fi
+if has f32-aligned-ab; then
+  # Float32 as TF32 on the wgmma kernel with pair-aligned layouts where the dispatch gives
+  # the TMA kernel (CONVT_WG_F32_ALIGNED=M: no stride, 17-32 output channels per group, a
+  # reduction under 1024, at least M multiply-adds per input element): first the second
+  # draw of held-out layers against PyTorch with M = 1 (convt bench's status), then M = 1,
+  # 128 and 200 against the default, GPU time, on KernelBench (kb71, kb78 change; kb73, kb57
+  # do not) and both draws of held-out layers (the threshold was picked on the first).
+  step f32-aligned-check env CONVT_WG_F32_ALIGNED=1 python3 -m convt bench \
+    --suite scripts/suites/f32_aligned_fuzz2.json --dtype fp32 --reps 3 --warmup 1 \
+    --json "$OUT/f32-aligned-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/f32-aligned-check.log" | tail -5 | tee -a "$SUMMARY"
+  for s in kb:--cases=kb71,kb78,kb73,kb57 fuzz:--suite=scripts/suites/f32_aligned_fuzz.json \
+           fuzz2:--suite=scripts/suites/f32_aligned_fuzz2.json; do
+    step "f32-aligned-${s%%:*}" python3 scripts/env_ab.py "${s#*:}" --dtype fp32 --rounds 2 \
+      --gpu-time base= m1=CONVT_WG_F32_ALIGNED=1 m128=CONVT_WG_F32_ALIGNED=128 \
+      m200=CONVT_WG_F32_ALIGNED=200
+    python3 scripts/ab_summary.py "$OUT/f32-aligned-${s%%:*}.log" | tee -a "$SUMMARY"
   done
 fi
 if has xp-ring-ab; then

@@ -310,6 +310,31 @@ static int wg_env_int_or(const char* name, int unset) {
 // raw: a position-major tile that reads the input in place (float32 as TF32; see
 // ImplicitGemmFpropPlan::wg_raw); wmerge: W phases merged (ImplicitGemmFpropPlan::wg_wmerge).
 // n_cap > 0: channel-major tiles of at most n_cap positions (plan_wgmma_tile).
+// Float32 as TF32 on the wgmma kernel with pair-aligned tile layouts where the dispatch
+// would give the TMA kernel: no stride, 17-32 output channels per group (position-major tiles
+// of 24 or 32 channels), a reduction (input channels per group x taps) under 1024, an
+// even-wide output, and at least M = 200 multiply-adds per input element (output channels
+// per group x taps: the MMAs that pay for the input copy the wgmma kernel needs and the TMA
+// kernel does not). CONVT_WG_F32_ALIGNED=M sets M, 0 turns it off (as does CONVT_WG_EVEN=0).
+// Measured on an H100
+// (docs/kernels.md, GPU time, against the TMA kernel) over two draws of fuzzed layers of that
+// class: with M = 1 0.92x and 0.96x (1-D and 2-D layers of few taps and many input channels
+// down to 0.44x, 3-D layers of many D and H taps up to 7x); M = 128, picked on the first
+// draw, 1.07x there and 1.05x on the second; M = 200 1.05x and 1.04x (13 of 98 layers faster
+// by more than 3%, 6 slower, down to 0.69x). KernelBench: kb71 1.03x, kb78 0.97x.
+static bool f32_aligned_wanted(const Problem& p, bool split) {
+  if (p.dtype != DType::kFloat32 || split) return false;
+  const int m = wg_env_int_or("CONVT_WG_F32_ALIGNED", 200);
+  // (CONVT_WG_EVEN=0, no aligned layouts: the TMA kernel as before.)
+  if (m <= 0 || wg_env_int_or("CONVT_WG_EVEN", -1) == 0) return false;
+  for (int d = 0; d < 3; ++d)
+    if (p.stride[d] != 1) return false;
+  const int64_t cog = p.out_channels_per_group();
+  const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
+  return cog > 16 && cog <= 32 && p.in_channels_per_group() * taps < 1024 &&
+         cog * taps >= m && p.output_size(2) % 2 == 0;
+}
+
 static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw,
                                    bool wmerge, bool wpairs, bool xp_ok, int64_t n_cap,
                                    bool coop_want) {
@@ -514,7 +539,9 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // also change the tile's N and what follows from it (two warpgroups, the transposition
   // in the kernel, resident weight tiles).
   const int even_env = wg_env_int_or("CONVT_WG_EVEN", -1);
-  const bool even_ok = even_env != 0 && (even_env == 1 || (e == 2 && plan.wg_wup <= 1)) &&
+  const bool even_ok = even_env != 0 &&
+                       (even_env == 1 || (e == 2 && plan.wg_wup <= 1) ||
+                        f32_aligned_wanted(p, plan.split)) &&
                        p.stride[2] == 1 && p.output_size(2) % 2 == 0 && !raw && fold == 1 &&
                        !scatter && !wmerge && !wpairs;
   bool even_now = even_ok && even_env != 2;  // (=2: aligned only once N is chosen)
@@ -1508,7 +1535,8 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
                         : plan.split ? k_avg >= 128 || (k_avg >= 96 && cog >= 48) || cog <= 16
                                      : (k_avg >= (phases == 1 ? 128 : 384) && cog >= 48) ||
                                            k_avg >= 1024 || cog <= 16 ||
-                                           plan.wg_used_plane >= 1.5 * tma_fill;
+                                           plan.wg_used_plane >= 1.5 * tma_fill ||
+                                           f32_aligned_wanted(p, false);
       if (!take) {
         plan.wg = false;
         plan.workspace_bytes = mma_workspace;

@@ -14,6 +14,7 @@
 #include <array>
 #include <climits>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -1409,8 +1410,9 @@ TEST(CudaPlanner, PairAlignedLayoutsIn16BitTypes) {
       EXPECT_EQ(on.wg_rows, want.rows) << on.describe();
       EXPECT_EQ(on.wg_wv, want.wv) << on.describe();
       EXPECT_EQ(on.wg_wbox, want.wbox) << on.describe();
-      // (float32: the default is the unaligned layout.)
-      const Plan& expect = dtype == DType::kFloat32 ? off : on;
+      // (float32: kb71 and kb78 are of the class that takes the aligned layouts there too,
+      // CudaPlanner.Float32AlignedWgmmaWhereTheMmasPayForTheCopy.)
+      const Plan& expect = on;
       EXPECT_EQ(dflt.wg_rows, expect.wg_rows) << dflt.describe();
       EXPECT_EQ(dflt.wg_wv, expect.wg_wv) << dflt.describe();
       EXPECT_EQ(dflt.wg_wbox, expect.wg_wbox) << dflt.describe();
@@ -1435,6 +1437,16 @@ TEST(CudaPlanner, PairAlignedLayoutsIn16BitTypes) {
     return (p.stride[2] == 1 || pl.wg_wup > 1) && p.output_size(2) % 2 == 0 && !pl.wg_raw &&
            pl.wg_fold == 1 && !pl.wg_scatter && !pl.wg_wmerge && !pl.wg_wpairs;
   };
+  // (Float32 as TF32 without a stride, 17-32 output channels, a reduction under 1024 and 200
+  // multiply-adds per input element or more: aligned by default too.)
+  auto f32_class = [](const Problem& p, MathMode math) {
+    const int64_t cog = p.out_channels_per_group();
+    const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
+    return p.dtype == DType::kFloat32 && math == MathMode::kAllowTF32 && p.stride[0] == 1 &&
+           p.stride[1] == 1 && p.stride[2] == 1 && cog > 16 && cog <= 32 &&
+           p.in_channels_per_group() * taps < 1024 && cog * taps >= 200 &&
+           p.output_size(2) % 2 == 0;
+  };
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode math,
                                                              const Plan& dflt) {
     auto plan_with = [&](const char* even) {
@@ -1451,8 +1463,8 @@ TEST(CudaPlanner, PairAlignedLayoutsIn16BitTypes) {
     if (two.usable && two.wg && tile(two) != tile(off)) {
       ++changed_two;
       EXPECT_EQ(two.wg_n, off.wg_n) << tile(two) << " | " << tile(off);
-      EXPECT_TRUE(p.dtype != DType::kFloat32 && two.wg_wup <= 1 && eligible(p, two) &&
-                  pair_aligned(two))
+      EXPECT_TRUE(((p.dtype != DType::kFloat32 && two.wg_wup <= 1) || f32_class(p, math)) &&
+                  eligible(p, two) && pair_aligned(two))
           << tile(two) << " | " << tile(off);
     }
     if (eligible(p, on) && pair_aligned(on)) ++aligned;
@@ -1460,7 +1472,8 @@ TEST(CudaPlanner, PairAlignedLayoutsIn16BitTypes) {
       ++changed_on;
       EXPECT_TRUE(eligible(p, on) && pair_aligned(on)) << tile(on) << " | " << tile(off);
     }
-    const bool by_default = p.dtype != DType::kFloat32 && dflt.wg_wup <= 1;
+    const bool by_default =
+        (p.dtype != DType::kFloat32 && dflt.wg_wup <= 1) || f32_class(p, math);
     EXPECT_EQ(tile(dflt), tile(by_default ? on : off));
     if (tile(dflt) != tile(off)) ++changed_dflt;
   });
@@ -1507,6 +1520,117 @@ TEST(CudaPlanner, TranspositionRingWhereAsked) {
   EXPECT_GT(xp_plans, 20);
   EXPECT_GT(deeper, 5);
   EXPECT_GT(fewer_stages, 3);
+}
+
+// Float32 as TF32 on the wgmma kernel with pair-aligned layouts (CONVT_WG_F32_ALIGNED=M, by
+// default 200, 0: off), exactly where the dispatch gives the TMA kernel to an unstrided
+// layer of 17-32 output channels per group with a reduction under 1024, at least M
+// multiply-adds per input element (output channels x taps) and an even-wide output; kb71
+// and kb78 take the plan of the wgmma kernel asked for with CONVT_WG_EVEN=1; strict float32,
+// 16-bit types and every other layer keep their plans.
+TEST(CudaPlanner, Float32AlignedWgmmaWhereTheMmasPayForTheCopy) {
+  using convt::test::make_problem;
+  // (Layers near the rule's edges: mostly unstrided, 8-48 output channels, both types.)
+  std::mt19937_64 rng(20261127);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  int changed = 0, in_class = 0, by_default = 0;
+  for (int i = 0; i < 400; ++i) {
+    Problem given;
+    given.spatial_dims = static_cast<int>(pick(1, 3));
+    given.in_channels = pick(8, 96);
+    given.out_channels = pick(8, 48);
+    given.batch = pick(1, 4);
+    for (int d = 0; d < given.spatial_dims; ++d) {
+      given.input_size[d] = pick(8, given.spatial_dims == 1 ? 4000 : 90);
+      given.kernel_size[d] = pick(1, 7);
+      given.stride[d] = pick(0, 5) == 0 ? 2 : 1;
+      given.padding[d] = pick(0, (given.kernel_size[d] - 1) / 2);
+    }
+    given.dtype = pick(0, 3) == 0 ? DType::kBFloat16 : DType::kFloat32;
+    try {
+      given.validate();
+    } catch (const convt::Error&) {
+      continue;
+    }
+    const Problem p = given.canonical3d();
+    SCOPED_TRACE(given.to_string());
+    for (MathMode math : {MathMode::kAllowTF32, MathMode::kStrictFP32}) {
+      if (math == MathMode::kStrictFP32 && p.dtype != DType::kFloat32) continue;
+      ExecOptions o;
+      o.math = math;
+      Plan off;
+      std::string was;
+      {
+        const ScopedEnv env("CONVT_WG_F32_ALIGNED", "0");
+        off = convt::cuda::plan_implicit_gemm_fprop(p, o);
+        was = convt::cuda::describe_plan_without_device(p, o);
+      }
+      if (!off.usable) continue;
+      const int64_t cog = p.out_channels_per_group();
+      const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
+      for (int m : {1, 128, 200, -1}) {  // (-1: the default)
+        const bool set = m > 0;
+        std::unique_ptr<ScopedEnv> env;
+        if (set) env = std::make_unique<ScopedEnv>("CONVT_WG_F32_ALIGNED", std::to_string(m).c_str());
+        const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p, o);
+        ASSERT_TRUE(plan.usable);
+        const bool cls = p.dtype == DType::kFloat32 && math == MathMode::kAllowTF32 &&
+                         p.stride[0] == 1 && p.stride[1] == 1 && p.stride[2] == 1 && cog > 16 &&
+                         cog <= 32 && p.in_channels_per_group() * taps < 1024 &&
+                         cog * taps >= (set ? m : 200) && p.output_size(2) % 2 == 0;
+        const std::string now = convt::cuda::describe_plan_without_device(p, o);
+        // (In the class, the TMA kernel's layers move; those on another kernel stay.)
+        if (cls && off.tma) {
+          ++in_class;
+          EXPECT_TRUE(plan.wg ||
+                      plan.wg_reason.find("positions for outputs") != std::string::npos)
+              << was << " -> " << now;
+        }
+        if (now == was) continue;
+        ++changed;
+        by_default += set ? 0 : 1;
+        EXPECT_TRUE(cls) << m << ": " << was << " -> " << now;
+        EXPECT_TRUE(plan.wg) << now;
+        EXPECT_GT(plan.wg_nc, 0) << now;  // (position-major)
+      }
+    }
+  }
+  EXPECT_GT(in_class, 20);
+  EXPECT_GT(changed, 10);
+  EXPECT_GT(by_default, 2);
+  Problem kb71 = make_problem(2, 8, 32, 32, 1, {512, 1024, 1}, {3, 3, 1}, {1, 1, 1},
+                              {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  Problem kb78 = make_problem(2, 8, 32, 32, 1, {512, 1024, 1}, {3, 7, 1}, {1, 1, 1},
+                              {1, 3, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  for (Problem q : {kb71, kb78}) {
+    q.dtype = DType::kFloat32;
+    const Problem c = q.canonical3d();
+    SCOPED_TRACE(q.to_string());
+    ExecOptions o;
+    const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(c, o);
+    const std::string dflt_what = convt::cuda::describe_plan_without_device(c, o);
+    {
+      const ScopedEnv env("CONVT_WG_F32_ALIGNED", "0");
+      EXPECT_TRUE(convt::cuda::plan_implicit_gemm_fprop(c, o).tma);
+    }
+    {
+      const ScopedEnv env("CONVT_WG_EVEN", "0");  // (no aligned layouts: not this rule)
+      EXPECT_TRUE(convt::cuda::plan_implicit_gemm_fprop(c, o).tma);
+    }
+    std::string forced_what;
+    {
+      const ScopedEnv env("CONVT_WG_EVEN", "1");
+      ExecOptions f;
+      f.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+      forced_what = convt::cuda::describe_plan_without_device(c, f);
+    }
+    EXPECT_TRUE(dflt.wg) << dflt_what;
+    EXPECT_EQ(dflt.wg_rows, 2);
+    EXPECT_EQ(dflt.wg_wv, 114);
+    EXPECT_EQ(dflt_what, forced_what);
+  }
 }
 
 // The transposition's pieces loaded ahead of the stages by default, on exactly the plans that

@@ -65,16 +65,20 @@ def test_against_prints_and_writes_the_changed_cases(tmp_path):
     out = tmp_path / "touched.json"
     lines = plan_lines("--suite", "kernelbench", "--dtype", "fp32,bf16", "--against",
                        "CONVT_WG_EVEN=0", "--write-suite", str(out))
-    # (Pair-aligned layouts: by default in 16-bit types where W has stride 1.)
+    # (Pair-aligned layouts: by default in 16-bit types where W has stride 1, and in float32
+    # on the wgmma kernel where it takes the TMA kernel's place, kb71 and kb78; without them
+    # those two run the TMA kernel.)
     assert lines[-1] == "4 of 17 cases changed by CONVT_WG_EVEN=0", lines
-    changed = [ln.split()[0] for ln in lines[:-1] if not ln.startswith("  with ")]
-    assert changed == ["kb69", "kb70", "kb71", "kb78"], lines
-    assert all(ln.split()[1:3] == ["bf16", "tf32:"] for ln in lines[:-1:2]), lines
+    changed = [tuple(ln.split()[:2]) for ln in lines[:-1] if not ln.startswith("  with ")]
+    assert changed == [("kb69", "bf16"), ("kb70", "bf16"), ("kb71", "fp32"), ("kb71", "bf16"),
+                       ("kb78", "fp32"), ("kb78", "bf16")], lines
     assert all(ln.startswith("  with CONVT_WG_EVEN=0: implicit-GEMM") for ln in lines[1:-1:2])
-    assert lines[lines.index(next(ln for ln in lines if ln.startswith("kb71"))) + 1].find(
+    assert lines[lines.index(next(ln for ln in lines if ln.startswith("kb71 bf16"))) + 1].find(
         "1 rows x 206 of a 1x208 box") > 0, lines
+    assert lines[lines.index(next(ln for ln in lines if ln.startswith("kb71 fp32"))) + 1].find(
+        "TMA + mma.sync") > 0, lines
     suite = load_suite(out)
-    assert [c.id for c in suite.cases] == changed
+    assert [c.id for c in suite.cases] == ["kb69", "kb70", "kb71", "kb78"]
     kb = {c.id: c for c in load_suite("kernelbench").cases}
     for c in suite.cases:
         assert c == kb[c.id]
