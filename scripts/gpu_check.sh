@@ -498,12 +498,13 @@ if has even-ab; then
   done
 fi
 if has f32-aligned-ab; then
-  # Float32 as TF32 on the wgmma kernel with pair-aligned layouts where the dispatch gives
-  # the TMA kernel (CONVT_WG_F32_ALIGNED=M: no stride, 17-32 output channels per group, a
-  # reduction under 1024, at least M multiply-adds per input element): first the second
-  # draw of held-out layers against PyTorch with M = 1 (convt bench's status), then M = 1,
-  # 128 and 200 against the default, GPU time, on KernelBench (kb71, kb78 change; kb73, kb57
-  # do not) and both draws of held-out layers (the threshold was picked on the first).
+  # Float32 as TF32 on the wgmma kernel with pair-aligned layouts where the dispatch would give
+  # the TMA kernel (CONVT_WG_F32_ALIGNED=M, default 200: no stride, 17-32 output channels per
+  # group, a reduction under 1024, at least M multiply-adds per input element): first the
+  # second draw of held-out layers against PyTorch with M = 1 (every layer of the class on
+  # the wgmma kernel; convt bench's status), then the default against off (0), M = 1 and
+  # M = 128, GPU time, on KernelBench (kb71, kb78 change; kb73, kb57 do not) and both draws of
+  # held-out layers (M was picked on the first).
   step f32-aligned-check env CONVT_WG_F32_ALIGNED=1 python3 -m convt bench \
     --suite scripts/suites/f32_aligned_fuzz2.json --dtype fp32 --reps 3 --warmup 1 \
     --json "$OUT/f32-aligned-check.json" -q
@@ -511,8 +512,8 @@ if has f32-aligned-ab; then
   for s in kb:--cases=kb71,kb78,kb73,kb57 fuzz:--suite=scripts/suites/f32_aligned_fuzz.json \
            fuzz2:--suite=scripts/suites/f32_aligned_fuzz2.json; do
     step "f32-aligned-${s%%:*}" python3 scripts/env_ab.py "${s#*:}" --dtype fp32 --rounds 2 \
-      --gpu-time base= m1=CONVT_WG_F32_ALIGNED=1 m128=CONVT_WG_F32_ALIGNED=128 \
-      m200=CONVT_WG_F32_ALIGNED=200
+      --gpu-time base= off=CONVT_WG_F32_ALIGNED=0 m1=CONVT_WG_F32_ALIGNED=1 \
+      m128=CONVT_WG_F32_ALIGNED=128
     python3 scripts/ab_summary.py "$OUT/f32-aligned-${s%%:*}.log" | tee -a "$SUMMARY"
   done
 fi
