@@ -312,27 +312,30 @@ static int wg_env_int_or(const char* name, int unset) {
 // n_cap > 0: channel-major tiles of at most n_cap positions (plan_wgmma_tile).
 // Float32 as TF32 on the wgmma kernel with pair-aligned tile layouts where the dispatch
 // would give the TMA kernel: no stride, 17-32 output channels per group (position-major tiles
-// of 24 or 32 channels), a reduction (input channels per group x taps) under 1024, an
-// even-wide output, and at least M = 200 multiply-adds per input element (output channels
-// per group x taps: the MMAs that pay for the input copy the wgmma kernel needs and the TMA
-// kernel does not). CONVT_WG_F32_ALIGNED=M sets M, 0 turns it off (as does CONVT_WG_EVEN=0).
-// Measured on an H100
-// (docs/kernels.md, GPU time, against the TMA kernel) over two draws of fuzzed layers of that
-// class: with M = 1 0.92x and 0.96x (1-D and 2-D layers of few taps and many input channels
-// down to 0.44x, 3-D layers of many D and H taps up to 7x); M = 128, picked on the first
-// draw, 1.07x there and 1.05x on the second; M = 200 1.05x and 1.04x (13 of 98 layers faster
-// by more than 3%, 6 slower, down to 0.69x). KernelBench: kb71 1.03x, kb78 0.97x.
+// of 24 or 32 channels), a reduction K (input channels per group x taps) under 1024, an
+// even-wide output, and multiply-adds per input element (output channels per group x taps:
+// the MMAs that pay for the input copy the wgmma kernel needs and the TMA kernel does not) at
+// least R = 4 times the input channels per group (the TMA kernel's mma.sync tiles do well on
+// deep channel loops). CONVT_WG_F32_ALIGNED=R sets R (a decimal; 0.001: every layer of the
+// class), 0 turns it off (as does CONVT_WG_EVEN=0). Measured on an H100 (docs/kernels.md, "Float32 on the wgmma kernel where
+// its MMAs pay for the copy", GPU time, each layer on both kernels) over two draws of fuzzed
+// layers of the class: all of them on wgmma 0.92x and 0.96x (1-D and 2-D layers of few taps
+// and many input channels down to 0.44x, 3-D layers of many D and H taps up to 7x); R = 4
+// 1.071x and 1.065x (3 and 6 layers slower by more than 3%, down to 0.74x); at least 200
+// multiply-adds per input element instead 1.046x and 1.041x (down to 0.69x). KernelBench:
+// kb71 1.03x, kb78 0.97x.
 static bool f32_aligned_wanted(const Problem& p, bool split) {
   if (p.dtype != DType::kFloat32 || split) return false;
-  const int m = wg_env_int_or("CONVT_WG_F32_ALIGNED", 200);
+  const char* r_s = std::getenv("CONVT_WG_F32_ALIGNED");
+  const double r = r_s != nullptr && *r_s != '\0' ? std::atof(r_s) : 4.0;
   // (CONVT_WG_EVEN=0, no aligned layouts: the TMA kernel as before.)
-  if (m <= 0 || wg_env_int_or("CONVT_WG_EVEN", -1) == 0) return false;
+  if (!(r > 0) || wg_env_int_or("CONVT_WG_EVEN", -1) == 0) return false;
   for (int d = 0; d < 3; ++d)
     if (p.stride[d] != 1) return false;
-  const int64_t cog = p.out_channels_per_group();
+  const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
   const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
-  return cog > 16 && cog <= 32 && p.in_channels_per_group() * taps < 1024 &&
-         cog * taps >= m && p.output_size(2) % 2 == 0;
+  return cog > 16 && cog <= 32 && cig * taps < 1024 && double(cog * taps) >= r * double(cig) &&
+         p.output_size(2) % 2 == 0;
 }
 
 static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw,

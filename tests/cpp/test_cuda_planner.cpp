@@ -1437,15 +1437,16 @@ TEST(CudaPlanner, PairAlignedLayoutsIn16BitTypes) {
     return (p.stride[2] == 1 || pl.wg_wup > 1) && p.output_size(2) % 2 == 0 && !pl.wg_raw &&
            pl.wg_fold == 1 && !pl.wg_scatter && !pl.wg_wmerge && !pl.wg_wpairs;
   };
-  // (Float32 as TF32 without a stride, 17-32 output channels, a reduction under 1024 and 200
-  // multiply-adds per input element or more: aligned by default too.)
+  // (Float32 as TF32 without a stride, 17-32 output channels, a reduction under 1024 and
+  // multiply-adds per input element at least 4 times the input channels: aligned by default
+  // too.)
   auto f32_class = [](const Problem& p, MathMode math) {
     const int64_t cog = p.out_channels_per_group();
     const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
     return p.dtype == DType::kFloat32 && math == MathMode::kAllowTF32 && p.stride[0] == 1 &&
            p.stride[1] == 1 && p.stride[2] == 1 && cog > 16 && cog <= 32 &&
-           p.in_channels_per_group() * taps < 1024 && cog * taps >= 200 &&
-           p.output_size(2) % 2 == 0;
+           p.in_channels_per_group() * taps < 1024 &&
+           cog * taps >= 4 * p.in_channels_per_group() && p.output_size(2) % 2 == 0;
   };
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode math,
                                                              const Plan& dflt) {
@@ -1522,12 +1523,13 @@ TEST(CudaPlanner, TranspositionRingWhereAsked) {
   EXPECT_GT(fewer_stages, 3);
 }
 
-// Float32 as TF32 on the wgmma kernel with pair-aligned layouts (CONVT_WG_F32_ALIGNED=M, by
-// default 200, 0: off), exactly where the dispatch gives the TMA kernel to an unstrided
-// layer of 17-32 output channels per group with a reduction under 1024, at least M
-// multiply-adds per input element (output channels x taps) and an even-wide output; kb71
-// and kb78 take the plan of the wgmma kernel asked for with CONVT_WG_EVEN=1; strict float32,
-// 16-bit types and every other layer keep their plans.
+// Float32 as TF32 on the wgmma kernel with pair-aligned layouts (CONVT_WG_F32_ALIGNED=R, by
+// default 4, 0: off; 0.001: every layer of the class), exactly where the dispatch gives the
+// TMA kernel to an unstrided layer of 17-32 output channels per group with a reduction under
+// 1024, multiply-adds per input element (output channels x taps) at least R times the input
+// channels and an even-wide output; kb71 and kb78 take the plan of the wgmma kernel asked
+// for with CONVT_WG_EVEN=1; strict float32, 16-bit types and every other layer keep their
+// plans.
 TEST(CudaPlanner, Float32AlignedWgmmaWhereTheMmasPayForTheCopy) {
   using convt::test::make_problem;
   // (Layers near the rule's edges: mostly unstrided, 8-48 output channels, both types.)
@@ -1570,7 +1572,7 @@ TEST(CudaPlanner, Float32AlignedWgmmaWhereTheMmasPayForTheCopy) {
       if (!off.usable) continue;
       const int64_t cog = p.out_channels_per_group();
       const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
-      for (int m : {1, 128, 200, -1}) {  // (-1: the default)
+      for (double m : {0.001, 1.5, 4.0, 8.0, -1.0}) {  // (-1: the default)
         const bool set = m > 0;
         std::unique_ptr<ScopedEnv> env;
         if (set) env = std::make_unique<ScopedEnv>("CONVT_WG_F32_ALIGNED", std::to_string(m).c_str());
@@ -1579,7 +1581,8 @@ TEST(CudaPlanner, Float32AlignedWgmmaWhereTheMmasPayForTheCopy) {
         const bool cls = p.dtype == DType::kFloat32 && math == MathMode::kAllowTF32 &&
                          p.stride[0] == 1 && p.stride[1] == 1 && p.stride[2] == 1 && cog > 16 &&
                          cog <= 32 && p.in_channels_per_group() * taps < 1024 &&
-                         cog * taps >= (set ? m : 200) && p.output_size(2) % 2 == 0;
+                         double(cog * taps) >= (set ? m : 4.0) * double(p.in_channels_per_group()) &&
+                         p.output_size(2) % 2 == 0;
         const std::string now = convt::cuda::describe_plan_without_device(p, o);
         // (In the class, the TMA kernel's layers move; those on another kernel stay.)
         if (cls && off.tma) {
