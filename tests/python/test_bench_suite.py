@@ -176,6 +176,39 @@ def test_few_channels_fuzz_suites_are_the_generators_output(name, tmp_path):
     assert out.read_text().replace(str(out), f"scripts/suites/{name}.json") == path.read_text()
 
 
+
+@pytest.mark.parametrize("name,seed,count", [("f32_aligned_fuzz", 3101, 79),
+                                             ("f32_aligned_fuzz2", 3102, 98),
+                                             ("f32_aligned_fuzz3", 3103, 81)])
+def test_float32_wgmma_rule_suites_hold_its_class(name, seed, count):
+    """scripts/suites/f32_aligned_fuzz*.json (three draws of fuzzed layers of the float32
+    wgmma rule's class, docs/kernels.md "Float32 on the wgmma kernel where its MMAs pay for
+    the copy") are valid suite files of that class only: no stride, one group, 17-32 output
+    channels, a reduction (input channels x taps) under 1024, an even-wide output; each
+    description names its seed; the draws share no layer."""
+    root = Path(__file__).resolve().parents[2] / "scripts" / "suites"
+    suite = load_suite(root / f"{name}.json")
+    assert len(suite.cases) == count and len(set(suite.ids())) == count
+    for c in suite.cases:
+        taps = 1
+        for k in c.kernel_size:
+            taps *= k
+        assert c.groups == 1 and set(c.stride) == {1}, c.id
+        assert 17 <= c.out_channels <= 32, c.id
+        assert c.in_channels * taps < 1024, c.id
+        assert c.output_size[-1] % 2 == 0, c.id
+    about = json.loads((root / f"{name}.json").read_text())["about"]
+    assert f"--seed {seed} " in about and f"--write-suite scripts/suites/{name}.json" in about
+
+    def key(c):
+        return (c.dims, c.in_channels, c.out_channels, tuple(c.input_size), c.kernel_size,
+                c.padding, c.dilation, c.batch)
+    others = [n for n in ("f32_aligned_fuzz", "f32_aligned_fuzz2", "f32_aligned_fuzz3")
+              if n != name]
+    mine = {key(c) for c in suite.cases}
+    for other in others:
+        assert not mine & {key(c) for c in load_suite(root / f"{other}.json").cases}
+
 def test_few_channel_suites_differ():
     """The held-out suite shares no layer with the one the rules were chosen on."""
     root = Path(__file__).resolve().parents[2] / "scripts" / "suites"
