@@ -43,6 +43,7 @@
 #   bash scripts/gpu_check.sh install direct-ab   # the direct forward's rows a thread, several against one
 #   bash scripts/gpu_check.sh install channels-ab   # the direct forward's output channels a thread, and bench
 #   bash scripts/gpu_check.sh install dispatch-ab   # the dispatch against each kernel forced
+#   bash scripts/gpu_check.sh install dispatch-audit   # the same over fuzzed layers of the whole argument space
 #   bash scripts/gpu_check.sh install rules-ab   # the planner's rules of 274d21e-0d26e69 against what each replaced
 #   bash scripts/gpu_check.sh build install splitk   # split K: its tests, then the few-tile layers with and without
 #   bash scripts/gpu_check.sh install kstep-ab   # K steps of 16 channels (more stages) against the planner's
@@ -339,6 +340,19 @@ if has dispatch-ab; then
   step dispatch-ab-kb python3 scripts/env_ab.py --cases kb72,kb73,kb75,kb77,kb79,kb81 \
     --dtype fp32,bf16 --rounds 2 $S
   grep -E "geomean" "$OUT"/dispatch-ab-*.log | tee -a "$SUMMARY"
+fi
+if has dispatch-audit; then
+  # The dispatch against each tensor-core kernel forced over fuzzed layers of the whole
+  # argument space (scripts/suites/dispatch_audit.json: 8-128 channels a group, 1-2 groups,
+  # 1-3 dimensions, strides up to 3), GPU time, one round (the kinds of layer where a forced
+  # kernel wins, for rules to seek; a layer's gain is then checked with more rounds):
+  # scripts/dispatch_audit.py lists them.
+  step dispatch-audit python3 scripts/env_ab.py --suite scripts/suites/dispatch_audit.json \
+    --dtype fp32,bf16 --rounds "${AUDIT_ROUNDS:-1}" --gpu-time base= \
+    wg=CONVT_FORWARD_KERNEL=implicit_gemm_wgmma tma=CONVT_FORWARD_KERNEL=implicit_gemm_tma
+  python3 scripts/dispatch_audit.py "$OUT/dispatch-audit.log" \
+    scripts/suites/dispatch_audit.json | tee "$OUT/dispatch-audit-summary.txt" |
+    grep -E "^[a-z0-9]+: " | tee -a "$SUMMARY"
 fi
 if has rules-ab; then
   # The wgmma planner's and dispatcher's rules against the choice each replaces: two

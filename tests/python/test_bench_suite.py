@@ -209,6 +209,31 @@ def test_float32_wgmma_rule_suites_hold_its_class(name, seed, count):
     for other in others:
         assert not mine & {key(c) for c in load_suite(root / f"{other}.json").cases}
 
+
+def test_dispatch_audit_suite_is_the_generators_output(tmp_path):
+    """scripts/suites/dispatch_audit.json (fuzzed layers over the argument space the
+    dispatcher decides on, for gpu_check.sh dispatch-audit) is a valid suite of 120 layers
+    of 1-3 dimensions, one or two groups and strides up to 3, and scripts/fuzz_suite.py run
+    with the command its description records writes it again byte for byte."""
+    import shlex
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    path = root / "scripts" / "suites" / "dispatch_audit.json"
+    suite = load_suite(path)
+    assert len(suite.cases) == 120 and len(set(suite.ids())) == 120
+    assert {c.groups for c in suite.cases} == {1, 2}
+    assert {c.dims for c in suite.cases} == {1, 2, 3}
+    assert max(max(c.stride) for c in suite.cases) == 3
+    command = json.loads(path.read_text())["about"].split("Written by `")[1].split("`")[0]
+    args = shlex.split(command)[2:]
+    out = tmp_path / "again.json"
+    args[args.index("--out") + 1] = str(out)
+    subprocess.run([sys.executable, str(root / "scripts" / "fuzz_suite.py"), *args], check=True)
+    assert out.read_text().replace(str(out), "scripts/suites/dispatch_audit.json") == \
+        path.read_text()
+
 def test_few_channel_suites_differ():
     """The held-out suite shares no layer with the one the rules were chosen on."""
     root = Path(__file__).resolve().parents[2] / "scripts" / "suites"
