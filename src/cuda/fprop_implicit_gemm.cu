@@ -313,17 +313,19 @@ static int wg_env_int_or(const char* name, int unset) {
 // Float32 as TF32 on the wgmma kernel with pair-aligned tile layouts where the dispatch
 // would give the TMA kernel: no stride, 17-32 output channels per group (position-major tiles
 // of 24 or 32 channels), a reduction K (input channels per group x taps) under 1024, an
-// even-wide output, and multiply-adds per input element (output channels per group x taps:
-// the MMAs that pay for the input copy the wgmma kernel needs and the TMA kernel does not) at
-// least R = 4 times the input channels per group (the TMA kernel's mma.sync tiles do well on
-// deep channel loops). CONVT_WG_F32_ALIGNED=R sets R (a decimal; 0.001: every layer of the
-// class), 0 turns it off (as does CONVT_WG_EVEN=0). Measured on an H100 (docs/kernels.md, "Float32 on the wgmma kernel where
-// its MMAs pay for the copy", GPU time, each layer on both kernels) over two draws of fuzzed
-// layers of the class: all of them on wgmma 0.92x and 0.96x (1-D and 2-D layers of few taps
-// and many input channels down to 0.44x, 3-D layers of many D and H taps up to 7x); R = 4
-// 1.071x and 1.065x (3 and 6 layers slower by more than 3%, down to 0.74x); at least 200
-// multiply-adds per input element instead 1.046x and 1.041x (down to 0.69x). KernelBench:
-// kb71 1.03x, kb78 0.97x.
+// even-wide output, and either multiply-adds per input element (output channels per group x
+// taps: the MMAs that pay for the input copy the wgmma kernel needs and the TMA kernel does
+// not) at least R = 4 times the input channels per group (the TMA kernel's mma.sync tiles do
+// well on deep channel loops), or at least T = 6 D x H taps (the TMA kernel reuses a box for
+// its W taps only, and loads it again for each D and H tap; the wgmma kernel's box holds
+// several H taps' rows). CONVT_WG_F32_ALIGNED=R sets R (a decimal; 0.001: every layer of the
+// class), 0 turns the rule off (as does CONVT_WG_EVEN=0); CONVT_WG_F32_DH_TAPS=T sets T, 0
+// leaves that term out. Measured on an H100 (docs/kernels.md, "Float32 on the wgmma kernel
+// where its MMAs pay for the copy", GPU time, each layer on both kernels) over two draws of
+// fuzzed layers of the class: all of them on wgmma 0.92x and 0.96x (1-D and 2-D layers of few
+// taps and many input channels down to 0.44x, 3-D layers of many D and H taps up to 7x); the
+// rule 1.129x and 1.085x (3 and 6 layers slower by more than 3%, down to 0.74x and 0.79x);
+// R = 4 alone 1.071x and 1.065x. KernelBench: kb71 1.03x, kb78 0.97x.
 static bool f32_aligned_wanted(const Problem& p, bool split) {
   if (p.dtype != DType::kFloat32 || split) return false;
   const char* r_s = std::getenv("CONVT_WG_F32_ALIGNED");
@@ -333,9 +335,10 @@ static bool f32_aligned_wanted(const Problem& p, bool split) {
   for (int d = 0; d < 3; ++d)
     if (p.stride[d] != 1) return false;
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
-  const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
-  return cog > 16 && cog <= 32 && cig * taps < 1024 && double(cog * taps) >= r * double(cig) &&
-         p.output_size(2) % 2 == 0;
+  const int64_t dh = p.kernel_size[0] * p.kernel_size[1], taps = dh * p.kernel_size[2];
+  const int64_t t = wg_env_int_or("CONVT_WG_F32_DH_TAPS", 6);
+  return cog > 16 && cog <= 32 && cig * taps < 1024 && p.output_size(2) % 2 == 0 &&
+         (double(cog * taps) >= r * double(cig) || (t > 0 && dh >= t));
 }
 
 static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw,

@@ -1438,15 +1438,17 @@ TEST(CudaPlanner, PairAlignedLayoutsIn16BitTypes) {
            pl.wg_fold == 1 && !pl.wg_scatter && !pl.wg_wmerge && !pl.wg_wpairs;
   };
   // (Float32 as TF32 without a stride, 17-32 output channels, a reduction under 1024 and
-  // multiply-adds per input element at least 4 times the input channels: aligned by default
-  // too.)
+  // multiply-adds per input element at least 4 times the input channels or at least 6 D x H
+  // taps: aligned by default too.)
   auto f32_class = [](const Problem& p, MathMode math) {
     const int64_t cog = p.out_channels_per_group();
     const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
     return p.dtype == DType::kFloat32 && math == MathMode::kAllowTF32 && p.stride[0] == 1 &&
            p.stride[1] == 1 && p.stride[2] == 1 && cog > 16 && cog <= 32 &&
            p.in_channels_per_group() * taps < 1024 &&
-           cog * taps >= 4 * p.in_channels_per_group() && p.output_size(2) % 2 == 0;
+           (cog * taps >= 4 * p.in_channels_per_group() ||
+            p.kernel_size[0] * p.kernel_size[1] >= 6) &&
+           p.output_size(2) % 2 == 0;
   };
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode math,
                                                              const Plan& dflt) {
@@ -1524,10 +1526,11 @@ TEST(CudaPlanner, TranspositionRingWhereAsked) {
 }
 
 // Float32 as TF32 on the wgmma kernel with pair-aligned layouts (CONVT_WG_F32_ALIGNED=R, by
-// default 4, 0: off; 0.001: every layer of the class), exactly where the dispatch gives the
-// TMA kernel to an unstrided layer of 17-32 output channels per group with a reduction under
-// 1024, multiply-adds per input element (output channels x taps) at least R times the input
-// channels and an even-wide output; kb71 and kb78 take the plan of the wgmma kernel asked
+// default 4, 0: off; 0.001: every layer of the class; CONVT_WG_F32_DH_TAPS=T, by default 6,
+// 0: without), exactly where the dispatch gives the TMA kernel to an unstrided layer of 17-32
+// output channels per group with a reduction under 1024 and an even-wide output, with
+// multiply-adds per input element (output channels x taps) at least R times the input
+// channels or at least T D x H taps; kb71 and kb78 take the plan of the wgmma kernel asked
 // for with CONVT_WG_EVEN=1; strict float32, 16-bit types and every other layer keep their
 // plans.
 TEST(CudaPlanner, Float32AlignedWgmmaWhereTheMmasPayForTheCopy) {
@@ -1572,16 +1575,19 @@ TEST(CudaPlanner, Float32AlignedWgmmaWhereTheMmasPayForTheCopy) {
       if (!off.usable) continue;
       const int64_t cog = p.out_channels_per_group();
       const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
-      for (double m : {0.001, 1.5, 4.0, 8.0, -1.0}) {  // (-1: the default)
+      const int64_t dh = p.kernel_size[0] * p.kernel_size[1];
+      for (double m : {0.001, 1.5, 4.0, 8.0, -1.0, -2.0}) {  // (-1: the default; -2: R 4, no T)
         const bool set = m > 0;
-        std::unique_ptr<ScopedEnv> env;
+        std::unique_ptr<ScopedEnv> env, no_dh;
         if (set) env = std::make_unique<ScopedEnv>("CONVT_WG_F32_ALIGNED", std::to_string(m).c_str());
+        if (m == -2.0) no_dh = std::make_unique<ScopedEnv>("CONVT_WG_F32_DH_TAPS", "0");
         const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p, o);
         ASSERT_TRUE(plan.usable);
         const bool cls = p.dtype == DType::kFloat32 && math == MathMode::kAllowTF32 &&
                          p.stride[0] == 1 && p.stride[1] == 1 && p.stride[2] == 1 && cog > 16 &&
                          cog <= 32 && p.in_channels_per_group() * taps < 1024 &&
-                         double(cog * taps) >= (set ? m : 4.0) * double(p.in_channels_per_group()) &&
+                         (double(cog * taps) >= (set ? m : 4.0) * double(p.in_channels_per_group()) ||
+                          (m != -2.0 && dh >= 6)) &&
                          p.output_size(2) % 2 == 0;
         const std::string now = convt::cuda::describe_plan_without_device(p, o);
         // (In the class, the TMA kernel's layers move; those on another kernel stay.)
@@ -1593,7 +1599,7 @@ TEST(CudaPlanner, Float32AlignedWgmmaWhereTheMmasPayForTheCopy) {
         }
         if (now == was) continue;
         ++changed;
-        by_default += set ? 0 : 1;
+        by_default += m == -1.0 ? 1 : 0;
         EXPECT_TRUE(cls) << m << ": " << was << " -> " << now;
         EXPECT_TRUE(plan.wg) << now;
         EXPECT_GT(plan.wg_nc, 0) << now;  // (position-major)
@@ -1603,6 +1609,18 @@ TEST(CudaPlanner, Float32AlignedWgmmaWhereTheMmasPayForTheCopy) {
   EXPECT_GT(in_class, 20);
   EXPECT_GT(changed, 10);
   EXPECT_GT(by_default, 2);
+  // A 3-D layer taken for its D x H taps alone (17 x 8 multiply-adds per input element, under
+  // 4 x 71): the wgmma kernel by default, the TMA kernel without that term.
+  {
+    Problem dh = make_problem(3, 8, 71, 17, 1, {64, 4, 64}, {2, 4, 1}, {1, 1, 1}, {1, 0, 0},
+                              {0, 0, 0}, {1, 1, 1}, false);
+    dh.dtype = DType::kFloat32;
+    const Problem c = dh.canonical3d();
+    ExecOptions o;
+    EXPECT_TRUE(convt::cuda::plan_implicit_gemm_fprop(c, o).wg);
+    const ScopedEnv env("CONVT_WG_F32_DH_TAPS", "0");
+    EXPECT_TRUE(convt::cuda::plan_implicit_gemm_fprop(c, o).tma);
+  }
   Problem kb71 = make_problem(2, 8, 32, 32, 1, {512, 1024, 1}, {3, 3, 1}, {1, 1, 1},
                               {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);
   Problem kb78 = make_problem(2, 8, 32, 32, 1, {512, 1024, 1}, {3, 7, 1}, {1, 1, 1},

@@ -177,12 +177,16 @@ def test_few_channels_fuzz_suites_are_the_generators_output(name, tmp_path):
 
 
 
+F32_DRAWS = ("f32_aligned_fuzz", "f32_aligned_fuzz2", "f32_aligned_fuzz3", "f32_aligned_3d")
+
+
 @pytest.mark.parametrize("name,seed,count", [("f32_aligned_fuzz", 3101, 79),
                                              ("f32_aligned_fuzz2", 3102, 98),
-                                             ("f32_aligned_fuzz3", 3103, 81)])
+                                             ("f32_aligned_fuzz3", 3103, 81),
+                                             ("f32_aligned_3d", 3104, 88)])
 def test_float32_wgmma_rule_suites_hold_its_class(name, seed, count):
-    """scripts/suites/f32_aligned_fuzz*.json (three draws of fuzzed layers of the float32
-    wgmma rule's class, docs/kernels.md "Float32 on the wgmma kernel where its MMAs pay for
+    """scripts/suites/f32_aligned_*.json (four draws of fuzzed layers of the float32
+    wgmma rule's class, the last of 3-D layers only, docs/kernels.md "Float32 on the wgmma kernel where its MMAs pay for
     the copy") are valid suite files of that class only: no stride, one group, 17-32 output
     channels, a reduction (input channels x taps) under 1024, an even-wide output; each
     description names its seed; the draws share no layer."""
@@ -203,8 +207,7 @@ def test_float32_wgmma_rule_suites_hold_its_class(name, seed, count):
     def key(c):
         return (c.dims, c.in_channels, c.out_channels, tuple(c.input_size), c.kernel_size,
                 c.padding, c.dilation, c.batch)
-    others = [n for n in ("f32_aligned_fuzz", "f32_aligned_fuzz2", "f32_aligned_fuzz3")
-              if n != name]
+    others = [n for n in F32_DRAWS if n != name]
     mine = {key(c) for c in suite.cases}
     for other in others:
         assert not mine & {key(c) for c in load_suite(root / f"{other}.json").cases}
