@@ -316,16 +316,19 @@ static int wg_env_int_or(const char* name, int unset) {
 // even-wide output, and either multiply-adds per input element (output channels per group x
 // taps: the MMAs that pay for the input copy the wgmma kernel needs and the TMA kernel does
 // not) at least R = 4 times the input channels per group (the TMA kernel's mma.sync tiles do
-// well on deep channel loops), or at least T = 6 D x H taps (the TMA kernel reuses a box for
-// its W taps only, and loads it again for each D and H tap; the wgmma kernel's box holds
-// several H taps' rows). CONVT_WG_F32_ALIGNED=R sets R (a decimal; 0.001: every layer of the
-// class), 0 turns the rule off (as does CONVT_WG_EVEN=0); CONVT_WG_F32_DH_TAPS=T sets T, 0
-// leaves that term out. Measured on an H100 (docs/kernels.md, "Float32 on the wgmma kernel
-// where its MMAs pay for the copy", GPU time, each layer on both kernels) over two draws of
-// fuzzed layers of the class: all of them on wgmma 0.92x and 0.96x (1-D and 2-D layers of few
-// taps and many input channels down to 0.44x, 3-D layers of many D and H taps up to 7x); the
-// rule 1.129x and 1.085x (3 and 6 layers slower by more than 3%, down to 0.74x and 0.79x);
-// R = 4 alone 1.071x and 1.065x. KernelBench: kb71 1.03x, kb78 0.97x.
+// well on deep channel loops), or, in a volume (an output deeper than 1), at least T = 4
+// D x H taps (the TMA kernel reuses a box for its W taps only, and loads it again for each D
+// and H tap; the wgmma kernel's box holds several H taps' rows). CONVT_WG_F32_ALIGNED=R sets R
+// (a decimal; 0.001: every layer of the class), 0 turns the rule off (as does
+// CONVT_WG_EVEN=0); CONVT_WG_F32_DH_TAPS=T sets T, 0 leaves that term out. Measured on an H100
+// (docs/kernels.md, "Float32 on the wgmma kernel where its MMAs pay for the copy", GPU time,
+// each layer on both kernels) over four draws of fuzzed layers of the class, the last of
+// volumes only: all of them on wgmma 0.92x, 0.96x, 0.88x, 1.46x (1-D and 2-D layers of few
+// taps and many input channels down to 0.44x, volumes of many D and H taps up to 7x); the rule
+// 1.129x, 1.085x, 1.106x, 1.517x (3, 6, 3 and 3 layers slower by more than 3%, down to 0.74x,
+// 0.79x, 0.73x, 0.81x); R = 4 alone 1.071x and 1.065x on the first two. Planes with 4-5 H taps
+// were mostly slower on wgmma (0.63x-1.22x), volumes with 4-5 D x H taps mostly faster (0.81x-
+// 6.3x). KernelBench: kb71 1.03x, kb78 0.97x.
 static bool f32_aligned_wanted(const Problem& p, bool split) {
   if (p.dtype != DType::kFloat32 || split) return false;
   const char* r_s = std::getenv("CONVT_WG_F32_ALIGNED");
@@ -336,9 +339,9 @@ static bool f32_aligned_wanted(const Problem& p, bool split) {
     if (p.stride[d] != 1) return false;
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
   const int64_t dh = p.kernel_size[0] * p.kernel_size[1], taps = dh * p.kernel_size[2];
-  const int64_t t = wg_env_int_or("CONVT_WG_F32_DH_TAPS", 6);
+  const int64_t t = wg_env_int_or("CONVT_WG_F32_DH_TAPS", 4);
   return cog > 16 && cog <= 32 && cig * taps < 1024 && p.output_size(2) % 2 == 0 &&
-         (double(cog * taps) >= r * double(cig) || (t > 0 && dh >= t));
+         (double(cog * taps) >= r * double(cig) || (t > 0 && p.output_size(0) > 1 && dh >= t));
 }
 
 static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw,

@@ -1526,11 +1526,11 @@ TEST(CudaPlanner, TranspositionRingWhereAsked) {
 }
 
 // Float32 as TF32 on the wgmma kernel with pair-aligned layouts (CONVT_WG_F32_ALIGNED=R, by
-// default 4, 0: off; 0.001: every layer of the class; CONVT_WG_F32_DH_TAPS=T, by default 6,
+// default 4, 0: off; 0.001: every layer of the class; CONVT_WG_F32_DH_TAPS=T, by default 4,
 // 0: without), exactly where the dispatch gives the TMA kernel to an unstrided layer of 17-32
 // output channels per group with a reduction under 1024 and an even-wide output, with
 // multiply-adds per input element (output channels x taps) at least R times the input
-// channels or at least T D x H taps; kb71 and kb78 take the plan of the wgmma kernel asked
+// channels or, in a volume (an output deeper than 1), at least T D x H taps; kb71 and kb78 take the plan of the wgmma kernel asked
 // for with CONVT_WG_EVEN=1; strict float32, 16-bit types and every other layer keep their
 // plans.
 TEST(CudaPlanner, Float32AlignedWgmmaWhereTheMmasPayForTheCopy) {
@@ -1587,7 +1587,7 @@ TEST(CudaPlanner, Float32AlignedWgmmaWhereTheMmasPayForTheCopy) {
                          p.stride[0] == 1 && p.stride[1] == 1 && p.stride[2] == 1 && cog > 16 &&
                          cog <= 32 && p.in_channels_per_group() * taps < 1024 &&
                          (double(cog * taps) >= (set ? m : 4.0) * double(p.in_channels_per_group()) ||
-                          (m != -2.0 && dh >= 6)) &&
+                          (m != -2.0 && p.output_size(0) > 1 && dh >= 4)) &&
                          p.output_size(2) % 2 == 0;
         const std::string now = convt::cuda::describe_plan_without_device(p, o);
         // (In the class, the TMA kernel's layers move; those on another kernel stay.)
@@ -1609,17 +1609,36 @@ TEST(CudaPlanner, Float32AlignedWgmmaWhereTheMmasPayForTheCopy) {
   EXPECT_GT(in_class, 20);
   EXPECT_GT(changed, 10);
   EXPECT_GT(by_default, 2);
-  // A 3-D layer taken for its D x H taps alone (17 x 8 multiply-adds per input element, under
-  // 4 x 71): the wgmma kernel by default, the TMA kernel without that term.
+  // Volumes taken for their D x H taps alone (17 x 8 and 18 x 4 multiply-adds per input
+  // element, under 4 x 71 and 4 x 74): the wgmma kernel by default, the TMA kernel without
+  // that term; a plane of 5 H taps under the ratio (20 x 5 < 4 x 67) and a volume of depth 1
+  // with 2 x 3 D x H taps keep the TMA kernel.
   {
-    Problem dh = make_problem(3, 8, 71, 17, 1, {64, 4, 64}, {2, 4, 1}, {1, 1, 1}, {1, 0, 0},
-                              {0, 0, 0}, {1, 1, 1}, false);
-    dh.dtype = DType::kFloat32;
-    const Problem c = dh.canonical3d();
     ExecOptions o;
-    EXPECT_TRUE(convt::cuda::plan_implicit_gemm_fprop(c, o).wg);
-    const ScopedEnv env("CONVT_WG_F32_DH_TAPS", "0");
-    EXPECT_TRUE(convt::cuda::plan_implicit_gemm_fprop(c, o).tma);
+    for (const Problem& q :
+         {make_problem(3, 8, 71, 17, 1, {64, 4, 64}, {2, 4, 1}, {1, 1, 1}, {1, 0, 0},
+                       {0, 0, 0}, {1, 1, 1}, false),
+          make_problem(3, 16, 74, 18, 1, {32, 16, 16}, {2, 2, 1}, {1, 1, 1}, {0, 0, 0},
+                       {0, 0, 0}, {1, 1, 1}, false)}) {
+      Problem dh = q;
+      dh.dtype = DType::kFloat32;
+      const Problem c = dh.canonical3d();
+      SCOPED_TRACE(c.to_string());
+      EXPECT_TRUE(convt::cuda::plan_implicit_gemm_fprop(c, o).wg);
+      const ScopedEnv env("CONVT_WG_F32_DH_TAPS", "0");
+      EXPECT_TRUE(convt::cuda::plan_implicit_gemm_fprop(c, o).tma);
+    }
+    for (const Problem& q :
+         {make_problem(2, 32, 67, 20, 1, {128, 256, 1}, {5, 1, 1}, {1, 1, 1}, {0, 0, 0},
+                       {0, 0, 0}, {1, 1, 1}, false),
+          make_problem(3, 16, 74, 18, 1, {1, 16, 64}, {3, 2, 1}, {1, 1, 1}, {1, 0, 0},
+                       {0, 0, 0}, {1, 1, 1}, false)}) {
+      Problem plane = q;
+      plane.dtype = DType::kFloat32;
+      const Problem c = plane.canonical3d();
+      SCOPED_TRACE(c.to_string());
+      EXPECT_TRUE(convt::cuda::plan_implicit_gemm_fprop(c, o).tma);
+    }
   }
   Problem kb71 = make_problem(2, 8, 32, 32, 1, {512, 1024, 1}, {3, 3, 1}, {1, 1, 1},
                               {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);

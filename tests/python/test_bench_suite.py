@@ -177,17 +177,19 @@ def test_few_channels_fuzz_suites_are_the_generators_output(name, tmp_path):
 
 
 
-F32_DRAWS = ("f32_aligned_fuzz", "f32_aligned_fuzz2", "f32_aligned_fuzz3", "f32_aligned_3d")
+F32_DRAWS = ("f32_aligned_fuzz", "f32_aligned_fuzz2", "f32_aligned_fuzz3", "f32_aligned_3d",
+             "f32_aligned_3d2")
 
 
 @pytest.mark.parametrize("name,seed,count", [("f32_aligned_fuzz", 3101, 79),
                                              ("f32_aligned_fuzz2", 3102, 98),
                                              ("f32_aligned_fuzz3", 3103, 81),
-                                             ("f32_aligned_3d", 3104, 88)])
+                                             ("f32_aligned_3d", 3104, 88),
+                                             ("f32_aligned_3d2", 3105, 108)])
 def test_float32_wgmma_rule_suites_hold_its_class(name, seed, count):
-    """scripts/suites/f32_aligned_*.json (four draws of fuzzed layers of the float32
-    wgmma rule's class, the last of 3-D layers only, docs/kernels.md "Float32 on the wgmma kernel where its MMAs pay for
-    the copy") are valid suite files of that class only: no stride, one group, 17-32 output
+    """scripts/suites/f32_aligned_*.json (five draws of fuzzed layers of the float32
+    wgmma rule's class, the last two of 3-D layers only; docs/kernels.md "Float32 on the
+    wgmma kernel where its MMAs pay for the copy") are valid suite files of that class only: no stride, one group, 17-32 output
     channels, a reduction (input channels x taps) under 1024, an even-wide output; each
     description names its seed; the draws share no layer."""
     root = Path(__file__).resolve().parents[2] / "scripts" / "suites"
