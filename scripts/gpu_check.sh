@@ -17,6 +17,7 @@
 #   bash scripts/gpu_check.sh install layout-sweep   # the wgmma tiles' layouts against its planner's
 #   bash scripts/gpu_check.sh install even-ab   # pair-aligned tile layouts: the default against none and everywhere
 #   bash scripts/gpu_check.sh install f32-aligned-ab   # float32 on wgmma with aligned layouts (CONVT_WG_F32_ALIGNED)
+#   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
 #   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
 #   NCU_CASE="kb71 --dtype bf16;CONVT_WG_WV=114 kb71 --dtype bf16" NCU_KERNEL=fprop_wgmma \
 #     bash scripts/gpu_check.sh install ncu-src   # the same under another setting, side by side
@@ -543,6 +544,25 @@ if has f32-aligned-ab; then
       --gpu-time ${F32_AB_SETTINGS:-base= off=CONVT_WG_F32_ALIGNED=0 \
       all=CONVT_WG_F32_ALIGNED=0.001 r8=CONVT_WG_F32_ALIGNED=8 nodh=CONVT_WG_F32_DH_TAPS=0}
     python3 scripts/ab_summary.py "$OUT/f32-aligned-${s%%:*}.log" | tee -a "$SUMMARY"
+  done
+fi
+if has volumes-ab; then
+  # Volumes (outputs deeper than 1) on the wgmma kernel whatever the reduction
+  # (CONVT_WG_VOLUMES, default on) against the reduction rules (=0): first the held-out draw
+  # (scripts/suites/volumes_fuzz.json, 3-D layers whose plan the rule changes) against
+  # PyTorch, then GPU time on it and on the other suites' layers it changes (kb73 and one
+  # layer each of the groups, short-row and even-layout suites, float32).
+  step volumes-check python3 -m convt bench --suite scripts/suites/volumes_fuzz.json \
+    --dtype fp32,bf16 --reps 3 --warmup 1 --json "$OUT/volumes-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/volumes-check.log" | tail -6 | tee -a "$SUMMARY"
+  for s in fuzz:--suite=scripts/suites/volumes_fuzz.json@fp32,bf16 kb:--cases=kb73@fp32 \
+           groups:--suite=scripts/suites/groups.json@fp32@g3d_32_32_g8_s2 \
+           rows:--suite=scripts/suites/short_rows.json@fp32@sr3d_k3 \
+           even:--suite=scripts/suites/even_layouts_fuzz.json@fp32@f190_3d_c67_23; do
+    IFS=@ read -r what dts only <<<"${s#*:}"
+    step "volumes-${s%%:*}" python3 scripts/env_ab.py "$what" ${only:+--cases "$only"} \
+      --dtype "$dts" --rounds 2 --gpu-time base= old=CONVT_WG_VOLUMES=0
+    python3 scripts/ab_summary.py "$OUT/volumes-${s%%:*}.log" | tee -a "$SUMMARY"
   done
 fi
 if has xp-ring-ab; then

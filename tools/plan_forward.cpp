@@ -118,6 +118,9 @@ int main() {
                       static_cast<long long>(plan.wg_tiles), plan.wg_steps, boxes / 1e6,
                       weights / 1e6);
         what += extra;
+      } else if (plan.usable && !plan.wg_reason.empty()) {
+        // (Why the wgmma kernel does not run it.)
+        what += " | not wgmma: " + plan.wg_reason;
       }
       std::cout << id << " " << dtype << " " << math << ": " << what << "\n";
     } catch (const std::exception& ex) {

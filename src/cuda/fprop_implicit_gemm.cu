@@ -1540,7 +1540,19 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
       const double tma_fill = double(q[2]) / double((q[2] + seg - 1) / seg * seg);
       const double min_used =
           plan.wg_stack > 1 && !plan.split ? kWgmmaMinUsedStacked : kWgmmaMinUsed;
-      const bool take = p.dtype != DType::kFloat32 ? k_avg >= 64 || cog <= 16
+      // (Volumes, outputs deeper than 1, outside split TF32: the wgmma kernel whatever the
+      // reduction. The TMA kernel loads its box again for each D and H tap and runs each
+      // plane's W segments apart, where the wgmma kernel's box holds several H taps' rows and
+      // its tiles stack D planes. Measured on an H200 (docs/kernels.md, "Volumes on the wgmma
+      // kernel whatever the reduction", GPU time) over two draws of fuzzed layers the
+      // reduction rules gave the TMA kernel: 3-D layers 2.05x (10 layers, one slower, 0.71x)
+      // and 1.94x (43, one slower, 0.90x) in float32 as TF32, up to 22x (a 3 x 4 x 1 kernel
+      // on rows of 8); in bfloat16 the three such layers of the first draw 2.0x-7.0x.
+      // CONVT_WG_VOLUMES=0 leaves volumes to the reduction rules.)
+      const bool volume = !plan.split && p.output_size(0) > 1 &&
+                          wg_env_int_or("CONVT_WG_VOLUMES", 1) != 0;
+      const bool take = volume ? true
+                        : p.dtype != DType::kFloat32 ? k_avg >= 64 || cog <= 16
                         : plan.split ? k_avg >= 128 || (k_avg >= 96 && cog >= 48) || cog <= 16
                                      : (k_avg >= (phases == 1 ? 128 : 384) && cog >= 48) ||
                                            k_avg >= 1024 || cog <= 16 ||

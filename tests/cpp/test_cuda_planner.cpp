@@ -1015,8 +1015,11 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
                      double(p.stride[0] * p.stride[1] * p.stride[2]);
     bool want;
     bool few = false;
+    // (Volumes, outputs deeper than 1, take the wgmma kernel whatever the reduction, outside
+    // split TF32.)
+    const bool volume = math != MathMode::kStrictFP32 && p.output_sizes()[0] > 1;
     if (p.dtype != DType::kFloat32) {
-      want = k >= 64 || cog <= 16;
+      want = volume || k >= 64 || cog <= 16;
       // (At most two waves of tiles with at most 8 K steps a block, whose rows fill the TMA
       // kernel's W segments 2/3 as well as one plane fills the tile or whose tiles leave half
       // the multiprocessors idle: the TMA kernel, where it can run the problem.)
@@ -1035,7 +1038,7 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
       const bool strided = p.stride[0] * p.stride[1] * p.stride[2] > 1;
       const int64_t q2 = (p.output_sizes()[2] + p.stride[2] - 1) / p.stride[2];
       const double fill = double(q2) / double((q2 + 31) / 32 * 32);
-      want = (k >= (strided ? 384 : 128) && cog >= 48) || k >= 1024 || cog <= 16 ||
+      want = volume || (k >= (strided ? 384 : 128) && cog >= 48) || k >= 1024 || cog <= 16 ||
              forced.wg_used_plane >= 1.5 * fill;
     }
     EXPECT_FALSE(plan.wg_raw);  // (only where CONVT_WG_RAW=1 asks for it)
