@@ -239,6 +239,44 @@ def test_dispatch_audit_suite_is_the_generators_output(tmp_path):
     assert out.read_text().replace(str(out), "scripts/suites/dispatch_audit.json") == \
         path.read_text()
 
+@pytest.mark.parametrize("name,count,dims", [("f32_tma_fuzz", 164, {1, 2, 3}),
+                                             ("volumes_fuzz", 130, {3})])
+def test_dispatch_draws_are_layers_of_their_pools(tmp_path, name, count, dims):
+    """scripts/suites/f32_tma_fuzz.json and volumes_fuzz.json (fuzzed layers whose plan is
+    not the wgmma kernel's in float32, and 3-D layers whose plan the volume rule changes;
+    docs/kernels.md, "Volumes on the wgmma kernel whatever the reduction") hold only layers
+    of the pool their description's scripts/fuzz_suite.py command draws, unchanged and in
+    the pool's order; the two share no layer."""
+    import shlex
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    path = root / "scripts" / "suites" / f"{name}.json"
+    suite = load_suite(path)
+    assert len(suite.cases) == count and len(set(suite.ids())) == count
+    assert {c.dims for c in suite.cases} == dims
+    command = json.loads(path.read_text())["about"].split("The pool: `")[1].split("`")[0]
+    args = shlex.split(command)[2:]
+    pool_path = tmp_path / "pool.json"
+    args[args.index("--out") + 1] = str(pool_path)
+    subprocess.run([sys.executable, str(root / "scripts" / "fuzz_suite.py"), *args], check=True)
+    pool = {c.id: c for c in load_suite(pool_path).cases}
+    order = list(pool)
+    assert [order.index(i) for i in suite.ids()] == sorted(order.index(i) for i in suite.ids())
+    for c in suite.cases:
+        assert c == pool[c.id], c.id
+
+
+def test_dispatch_draws_differ():
+    root = Path(__file__).resolve().parents[2] / "scripts" / "suites"
+    def key(c):
+        return (c.dims, c.in_channels, c.out_channels, tuple(c.input_size), c.kernel_size,
+                c.stride, c.padding, c.dilation, c.groups, c.batch)
+    a = {key(c) for c in load_suite(root / "f32_tma_fuzz.json").cases}
+    assert not a & {key(c) for c in load_suite(root / "volumes_fuzz.json").cases}
+
+
 def test_few_channel_suites_differ():
     """The held-out suite shares no layer with the one the rules were chosen on."""
     root = Path(__file__).resolve().parents[2] / "scripts" / "suites"

@@ -38,6 +38,9 @@ def test_every_case_and_mode_gets_a_plan(suite, count):
         assert what.startswith(("implicit-GEMM", "direct kernel")), line
         # (wgmma plans carry their tile count and bytes)
         assert ("wgmma persistent" in what) == (" | tiles " in what), line
+        # (the other implicit-GEMM plans say why the wgmma kernel does not run them)
+        if what.startswith("implicit-GEMM") and "wgmma persistent" not in what:
+            assert re.search(r" \| not wgmma: \S", what), line
     assert modes == {("fp32", "tf32"), ("fp32", "strict"), ("bf16", "tf32"), ("fp16", "tf32")}
 
 
