@@ -17,6 +17,7 @@
 #   bash scripts/gpu_check.sh install layout-sweep   # the wgmma tiles' layouts against its planner's
 #   bash scripts/gpu_check.sh install even-ab   # pair-aligned tile layouts: the default against none and everywhere
 #   bash scripts/gpu_check.sh install f32-aligned-ab   # float32 on wgmma with aligned layouts (CONVT_WG_F32_ALIGNED)
+#   bash scripts/gpu_check.sh install planes-ab   # float32 planes on wgmma whatever the reduction (CONVT_WG_F32_PLANES)
 #   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
 #   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
 #   NCU_CASE="kb71 --dtype bf16;CONVT_WG_WV=114 kb71 --dtype bf16" NCU_KERNEL=fprop_wgmma \
@@ -563,6 +564,21 @@ if has volumes-ab; then
     step "volumes-${s%%:*}" python3 scripts/env_ab.py "$what" ${only:+--cases "$only"} \
       --dtype "$dts" --rounds 2 --gpu-time base= old=CONVT_WG_VOLUMES=0
     python3 scripts/ab_summary.py "$OUT/volumes-${s%%:*}.log" | tee -a "$SUMMARY"
+  done
+fi
+if has planes-ab; then
+  # Float32 planes (2-D outputs of several rows) on the wgmma kernel whatever the reduction
+  # (CONVT_WG_F32_PLANES, default on) against the reduction rules (=0): the held-out draw
+  # (scripts/suites/planes_fuzz.json) against PyTorch, then GPU time on it and on the models
+  # suites.
+  step planes-check python3 -m convt bench --suite scripts/suites/planes_fuzz.json \
+    --dtype fp32 --reps 1 --warmup 1 --json "$OUT/planes-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/planes-check.log" | tail -4 | tee -a "$SUMMARY"
+  for s in fuzz:scripts/suites/planes_fuzz.json models:models \
+           more:scripts/suites/more_models.json; do
+    step "planes-${s%%:*}" python3 scripts/env_ab.py --suite "${s#*:}" --dtype fp32 --rounds 2 \
+      --gpu-time base= old=CONVT_WG_F32_PLANES=0
+    python3 scripts/ab_summary.py "$OUT/planes-${s%%:*}.log" | tee -a "$SUMMARY"
   done
 fi
 if has xp-ring-ab; then

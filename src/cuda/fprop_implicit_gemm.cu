@@ -329,19 +329,29 @@ static int wg_env_int_or(const char* name, int unset) {
 // 0.79x, 0.73x, 0.81x); R = 4 alone 1.071x and 1.065x on the first two. Planes with 4-5 H taps
 // were mostly slower on wgmma (0.63x-1.22x), volumes with 4-5 D x H taps mostly faster (0.81x-
 // 6.3x). KernelBench: kb71 1.03x, kb78 0.97x.
-static bool f32_aligned_wanted(const Problem& p, bool split) {
+// The class that rule decides for, whatever its terms (float32 as TF32, no stride, 17-32
+// output channels per group, a reduction under 1024, an even-wide output). The dispatch's
+// rules for volumes and planes leave it to this rule: over its five draws every layer of the
+// class on wgmma was slower than the rule's choice.
+static bool f32_aligned_class(const Problem& p, bool split) {
   if (p.dtype != DType::kFloat32 || split) return false;
+  for (int d = 0; d < 3; ++d)
+    if (p.stride[d] != 1) return false;
+  const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
+  const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
+  return cog > 16 && cog <= 32 && cig * taps < 1024 && p.output_size(2) % 2 == 0;
+}
+
+static bool f32_aligned_wanted(const Problem& p, bool split) {
+  if (!f32_aligned_class(p, split)) return false;
   const char* r_s = std::getenv("CONVT_WG_F32_ALIGNED");
   const double r = r_s != nullptr && *r_s != '\0' ? std::atof(r_s) : 4.0;
   // (CONVT_WG_EVEN=0, no aligned layouts: the TMA kernel as before.)
   if (!(r > 0) || wg_env_int_or("CONVT_WG_EVEN", -1) == 0) return false;
-  for (int d = 0; d < 3; ++d)
-    if (p.stride[d] != 1) return false;
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
   const int64_t dh = p.kernel_size[0] * p.kernel_size[1], taps = dh * p.kernel_size[2];
   const int64_t t = wg_env_int_or("CONVT_WG_F32_DH_TAPS", 4);
-  return cog > 16 && cog <= 32 && cig * taps < 1024 && p.output_size(2) % 2 == 0 &&
-         (double(cog * taps) >= r * double(cig) || (t > 0 && p.output_size(0) > 1 && dh >= t));
+  return double(cog * taps) >= r * double(cig) || (t > 0 && p.output_size(0) > 1 && dh >= t);
 }
 
 static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw,
@@ -1502,9 +1512,14 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
     // rows, plans whose tiles leave half the multiprocessors or more idle (the TMA kernel's
     // tiles of 128 positions spread the work wider): FCN-8s's upscore2 (21 channels, 32
     // tiles of 2 K steps with W phase pairs) 0.019 -> 0.011 ms.
+    // (In float32, only for the planes the reduction rules alone would have given the TMA
+    // kernel: f32_planes_taken, below.)
+    bool f32_planes_taken = false;
     auto few_k_steps = [&](const ImplicitGemmFpropPlan& pl) {
       const char* fs_env = std::getenv("CONVT_WG_FEW_STEPS");
-      if (p.dtype == DType::kFloat32 || (fs_env != nullptr && fs_env[0] == '0')) return false;
+      if ((p.dtype == DType::kFloat32 && !f32_planes_taken) ||
+          (fs_env != nullptr && fs_env[0] == '0'))
+        return false;
       const int64_t seg = 128 / dtype_size(p.dtype);
       const double fill = double(q[2]) / double((q[2] + seg - 1) / seg * seg);
       const int64_t slots = (pl.wg_coop ? 1 : 2) * int64_t(wgmma_planner_sms());
@@ -1549,15 +1564,26 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
       // and 1.94x (43, one slower, 0.90x) in float32 as TF32, up to 22x (a 3 x 4 x 1 kernel
       // on rows of 8); in bfloat16 the three such layers of the first draw 2.0x-7.0x.
       // CONVT_WG_VOLUMES=0 leaves volumes to the reduction rules.)
-      const bool volume = !plan.split && p.output_size(0) > 1 &&
+      // (Not the class of the float32 wgmma rule, f32_aligned_class: that rule decides it.)
+      const bool own_rule = f32_aligned_class(p, plan.split);
+      const bool volume = !plan.split && !own_rule && p.output_size(0) > 1 &&
                           wg_env_int_or("CONVT_WG_VOLUMES", 1) != 0;
-      const bool take = volume ? true
-                        : p.dtype != DType::kFloat32 ? k_avg >= 64 || cog <= 16
-                        : plan.split ? k_avg >= 128 || (k_avg >= 96 && cog >= 48) || cog <= 16
-                                     : (k_avg >= (phases == 1 ? 128 : 384) && cog >= 48) ||
-                                           k_avg >= 1024 || cog <= 16 ||
-                                           plan.wg_used_plane >= 1.5 * tma_fill ||
-                                           f32_aligned_wanted(p, false);
+      // (Planes, 2-D outputs of more than one row, in float32 as TF32: the same, measured
+      // over two draws of fuzzed layers the reduction rules gave the TMA kernel, 1.16x and
+      // 1.08x (docs/kernels.md, "Volumes on the wgmma kernel whatever the reduction"); the
+      // few-K-steps rule of 16-bit types then gives small ones back to the TMA kernel.
+      // CONVT_WG_F32_PLANES=0 leaves them to the reduction rules.)
+      const bool f32_plane = p.dtype == DType::kFloat32 && !plan.split && !own_rule &&
+                             p.output_size(0) == 1 && p.output_size(1) > 1 &&
+                             wg_env_int_or("CONVT_WG_F32_PLANES", 1) != 0;
+      const bool by_reduction =
+          p.dtype != DType::kFloat32 ? k_avg >= 64 || cog <= 16
+          : plan.split ? k_avg >= 128 || (k_avg >= 96 && cog >= 48) || cog <= 16
+                       : (k_avg >= (phases == 1 ? 128 : 384) && cog >= 48) || k_avg >= 1024 ||
+                             cog <= 16 || plan.wg_used_plane >= 1.5 * tma_fill ||
+                             f32_aligned_wanted(p, false);
+      f32_planes_taken = f32_plane && !by_reduction;
+      const bool take = volume || f32_plane || by_reduction;
       if (!take) {
         plan.wg = false;
         plan.workspace_bytes = mma_workspace;

@@ -1016,20 +1016,32 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
     bool want;
     bool few = false;
     // (Volumes, outputs deeper than 1, take the wgmma kernel whatever the reduction, outside
-    // split TF32.)
-    const bool volume = math != MathMode::kStrictFP32 && p.output_sizes()[0] > 1;
-    if (p.dtype != DType::kFloat32) {
-      want = volume || k >= 64 || cog <= 16;
-      // (At most two waves of tiles with at most 8 K steps a block, whose rows fill the TMA
-      // kernel's W segments 2/3 as well as one plane fills the tile or whose tiles leave half
-      // the multiprocessors idle: the TMA kernel, where it can run the problem.)
+    // split TF32; so do planes, 2-D outputs of several rows, in float32 as TF32; neither rule
+    // for the class of the float32 wgmma rule, Float32AlignedWgmmaWhereTheMmasPayForTheCopy.)
+    const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
+    const bool own = p.dtype == DType::kFloat32 && math != MathMode::kStrictFP32 &&
+                     p.stride[0] == 1 && p.stride[1] == 1 && p.stride[2] == 1 && cog > 16 &&
+                     cog <= 32 && cig * taps < 1024 && p.output_sizes()[2] % 2 == 0;
+    const bool volume = math != MathMode::kStrictFP32 && !own && p.output_sizes()[0] > 1;
+    const bool plane = p.dtype == DType::kFloat32 && math != MathMode::kStrictFP32 && !own &&
+                       p.output_sizes()[0] == 1 && p.output_sizes()[1] > 1;
+    // (At most two waves of tiles with at most 8 K steps a block, whose rows fill the TMA
+    // kernel's W segments 2/3 as well as one plane fills the tile or whose tiles leave half
+    // the multiprocessors idle: the TMA kernel, where it can run the problem; in 16-bit types,
+    // and in float32 for the planes taken whatever their reduction.)
+    auto declined_for_few_steps = [&]() {
       const int64_t slots = (forced.wg_coop ? 1 : 2) * int64_t(convt::cuda::wgmma_planner_sms());
       const int64_t waves = (forced.wg_tiles + slots - 1) / slots;
+      const int64_t seg = 128 / convt::dtype_size(p.dtype);
       const int64_t q2 = (p.output_sizes()[2] + p.stride[2] - 1) / p.stride[2];
-      const double fill = double(q2) / double((q2 + 63) / 64 * 64);
-      few = !forced.wg_wmerge && waves <= 2 && waves * forced.wg_steps <= 8 &&
-            (forced.wg_used_plane < 1.5 * fill ||
-             2 * forced.wg_tiles <= int64_t(convt::cuda::wgmma_planner_sms()));
+      const double fill = double(q2) / double((q2 + seg - 1) / seg * seg);
+      return !forced.wg_wmerge && waves <= 2 && waves * forced.wg_steps <= 8 &&
+             (forced.wg_used_plane < 1.5 * fill ||
+              2 * forced.wg_tiles <= int64_t(convt::cuda::wgmma_planner_sms()));
+    };
+    if (p.dtype != DType::kFloat32) {
+      want = volume || k >= 64 || cog <= 16;
+      few = declined_for_few_steps();
     } else if (math == MathMode::kStrictFP32) {
       want = k >= 128 || (k >= 96 && cog >= 48) || cog <= 16;
     } else {
@@ -1038,8 +1050,10 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
       const bool strided = p.stride[0] * p.stride[1] * p.stride[2] > 1;
       const int64_t q2 = (p.output_sizes()[2] + p.stride[2] - 1) / p.stride[2];
       const double fill = double(q2) / double((q2 + 31) / 32 * 32);
-      want = volume || (k >= (strided ? 384 : 128) && cog >= 48) || k >= 1024 || cog <= 16 ||
-             forced.wg_used_plane >= 1.5 * fill;
+      const bool by_reduction = (k >= (strided ? 384 : 128) && cog >= 48) || k >= 1024 ||
+                                cog <= 16 || forced.wg_used_plane >= 1.5 * fill;
+      want = volume || plane || by_reduction;
+      few = plane && !by_reduction && declined_for_few_steps();
     }
     EXPECT_FALSE(plan.wg_raw);  // (only where CONVT_WG_RAW=1 asks for it)
     // Where the tile would compute under 35% of its positions for outputs (few positions per
@@ -2158,7 +2172,9 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
   }
   // kb72 and kb75 merge their four groups in 16-bit types, the 1-D layer three, the
   // 7 x 7 layer two, the groups of 16 input channels none; float32 merges only the
-  // depthwise layer's, 16 at a time (32 -> 32 groups would take the TMA kernel there).
+  // depthwise layer's, 32 at a time (its merged problem, a plane, runs wgmma whatever its
+  // reduction; with CONVT_WG_F32_PLANES=0, 16 at a time: 32 -> 32 groups would take the TMA
+  // kernel).
   for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
     const bool f32 = t == DType::kFloat32;
     for (const auto& [q, m] : std::vector<std::pair<Problem, int>>{
@@ -2168,10 +2184,15 @@ TEST(CudaPlanner, NarrowGroupsMergedWithinTheMachineBalance) {
       const int want = f32 && q.groups != dw.groups ? 1 : m;
       EXPECT_EQ(expected_m(p, false), want) << p.to_string();
       const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p.canonical3d(), ExecOptions{});
-      // (Float32 depthwise: 16, whose merged problem runs wgmma; the 8 -> 4 groups: 2.)
+      // (Float32 depthwise: 32, whose merged problem runs wgmma; the 8 -> 4 groups: 2.)
       const bool is_narrow = q.groups == narrow.groups && q.out_channels == narrow.out_channels;
-      const int runs = f32 && q.groups == dw.groups ? 16 : is_narrow && !f32 ? 2 : want;
+      const int runs = f32 && q.groups == dw.groups ? 32 : is_narrow && !f32 ? 2 : want;
       EXPECT_EQ(plan.wg_gmerge, !plan.wg ? 1 : runs) << p.to_string() << ": " << plan.describe();
+      if (f32 && q.groups == dw.groups) {
+        const ScopedEnv env("CONVT_WG_F32_PLANES", "0");
+        const Plan old = convt::cuda::plan_implicit_gemm_fprop(p.canonical3d(), ExecOptions{});
+        EXPECT_EQ(old.wg_gmerge, !old.wg ? 1 : 16) << old.describe();
+      }
     }
   }
   // The 1-D depthwise layers keep the direct kernel (their merges, forced, run wgmma: with
