@@ -240,13 +240,15 @@ def test_dispatch_audit_suite_is_the_generators_output(tmp_path):
         path.read_text()
 
 @pytest.mark.parametrize("name,count,dims", [("f32_tma_fuzz", 164, {1, 2, 3}),
-                                             ("volumes_fuzz", 130, {3})])
+                                             ("volumes_fuzz", 130, {3}),
+                                             ("planes_fuzz", 159, {2})])
 def test_dispatch_draws_are_layers_of_their_pools(tmp_path, name, count, dims):
-    """scripts/suites/f32_tma_fuzz.json and volumes_fuzz.json (fuzzed layers whose plan is
-    not the wgmma kernel's in float32, and 3-D layers whose plan the volume rule changes;
+    """scripts/suites/f32_tma_fuzz.json, volumes_fuzz.json and planes_fuzz.json (fuzzed
+    layers whose plan is not the wgmma kernel's in float32, 3-D layers whose plan the volume
+    rule changes, 2-D layers the float32 plane rule is checked on;
     docs/kernels.md, "Volumes on the wgmma kernel whatever the reduction") hold only layers
     of the pool their description's scripts/fuzz_suite.py command draws, unchanged and in
-    the pool's order; the two share no layer."""
+    the pool's order; no two share a layer."""
     import shlex
     import subprocess
     import sys
@@ -273,8 +275,11 @@ def test_dispatch_draws_differ():
     def key(c):
         return (c.dims, c.in_channels, c.out_channels, tuple(c.input_size), c.kernel_size,
                 c.stride, c.padding, c.dilation, c.groups, c.batch)
-    a = {key(c) for c in load_suite(root / "f32_tma_fuzz.json").cases}
-    assert not a & {key(c) for c in load_suite(root / "volumes_fuzz.json").cases}
+    draws = [{key(c) for c in load_suite(root / f"{n}.json").cases}
+             for n in ("f32_tma_fuzz", "volumes_fuzz", "planes_fuzz")]
+    for i, a in enumerate(draws):
+        for b in draws[i + 1:]:
+            assert not a & b
 
 
 def test_few_channel_suites_differ():
