@@ -18,6 +18,8 @@
 #   bash scripts/gpu_check.sh install even-ab   # pair-aligned tile layouts: the default against none and everywhere
 #   bash scripts/gpu_check.sh install f32-aligned-ab   # float32 on wgmma with aligned layouts (CONVT_WG_F32_ALIGNED)
 #   bash scripts/gpu_check.sh install planes-ab   # float32 planes on wgmma whatever the reduction (CONVT_WG_F32_PLANES)
+#   bash scripts/gpu_check.sh install planes2-ab   # that rule against its narrower form, a second draw
+#   bash scripts/gpu_check.sh install reduction16-ab   # 16-bit layers the reduction rule gives the TMA kernel
 #   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
 #   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
 #   NCU_CASE="kb71 --dtype bf16;CONVT_WG_WV=114 kb71 --dtype bf16" NCU_KERNEL=fprop_wgmma \
@@ -580,6 +582,26 @@ if has planes-ab; then
       --gpu-time base= old=CONVT_WG_F32_PLANES=0
     python3 scripts/ab_summary.py "$OUT/planes-${s%%:*}.log" | tee -a "$SUMMARY"
   done
+fi
+if has planes2-ab; then
+  # The float32 plane rule (CONVT_WG_F32_PLANES=1, the default) against its narrower form
+  # (=2: groups of at least 64 output channels, a reduction of at least 64 per phase) and the
+  # reduction rules (=0), on a second held-out 2-D draw (scripts/suites/planes_fuzz2.json) and
+  # the models suites, GPU time.
+  for s in fuzz:scripts/suites/planes_fuzz2.json models:models \
+           more:scripts/suites/more_models.json; do
+    step "planes2-${s%%:*}" python3 scripts/env_ab.py --suite "${s#*:}" --dtype fp32 --rounds 2 \
+      --gpu-time base= narrow=CONVT_WG_F32_PLANES=2 old=CONVT_WG_F32_PLANES=0
+    python3 scripts/ab_summary.py "$OUT/planes2-${s%%:*}.log" | tee -a "$SUMMARY"
+  done
+fi
+if has reduction16-ab; then
+  # 16-bit layers of 1-2 dimensions that the reduction rule (under 64 per phase) gives the
+  # TMA kernel (scripts/suites/reduction16_fuzz.json), against the wgmma kernel forced,
+  # bfloat16, GPU time: whether that rule still holds.
+  step reduction16 python3 scripts/env_ab.py --suite scripts/suites/reduction16_fuzz.json \
+    --dtype bf16 --rounds 2 --gpu-time base= wg=CONVT_FORWARD_KERNEL=implicit_gemm_wgmma
+  python3 scripts/ab_summary.py "$OUT/reduction16.log" | tee -a "$SUMMARY"
 fi
 if has xp-ring-ab; then
   # The supply of the in-kernel transposition: the pieces loaded ahead of the stages (the

@@ -1573,10 +1573,14 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
       // 1.08x, and on a draw made after, 1.07x (82 layers faster, 56 slower, down to 0.62x;
       // docs/kernels.md, "Volumes on the wgmma kernel whatever the reduction"); the
       // few-K-steps rule of 16-bit types then gives small ones back to the TMA kernel.
-      // CONVT_WG_F32_PLANES=0 leaves them to the reduction rules.)
+      // CONVT_WG_F32_PLANES=0 leaves them to the reduction rules; =2, a narrower form to be
+      // checked, only groups of at least 64 output channels with a reduction of at least 64
+      // per phase (over the three draws 1.10x / 1.09x / 1.08x, with 1 / 3 / 12 layers slower
+      // against 5 / 14 / 54).)
+      const int planes_env = wg_env_int_or("CONVT_WG_F32_PLANES", 1);
       const bool f32_plane = p.dtype == DType::kFloat32 && !plan.split && !own_rule &&
-                             p.output_size(0) == 1 && p.output_size(1) > 1 &&
-                             wg_env_int_or("CONVT_WG_F32_PLANES", 1) != 0;
+                             p.output_size(0) == 1 && p.output_size(1) > 1 && planes_env != 0 &&
+                             (planes_env != 2 || (cog >= 64 && k_avg >= 64));
       const bool by_reduction =
           p.dtype != DType::kFloat32 ? k_avg >= 64 || cog <= 16
           : plan.split ? k_avg >= 128 || (k_avg >= 96 && cog >= 48) || cog <= 16

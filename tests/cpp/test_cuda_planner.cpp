@@ -1542,6 +1542,64 @@ TEST(CudaPlanner, TranspositionRingWhereAsked) {
   EXPECT_GT(fewer_stages, 3);
 }
 
+// Float32 planes on the wgmma kernel whatever the reduction (CONVT_WG_F32_PLANES, 1 by
+// default): with =2 only groups of at least 64 output channels with a reduction of at least
+// 64 per phase take it, every other plane planned as with =0; 1-D layers, volumes and 16-bit
+// types plan alike under all three.
+TEST(CudaPlanner, Float32PlanesWhateverTheReductionAndTheNarrowerForm) {
+  std::mt19937_64 rng(20261128);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  int narrow = 0, wide = 0, moved = 0;
+  for (int i = 0; i < 300; ++i) {
+    Problem given;
+    given.spatial_dims = static_cast<int>(pick(1, 3));
+    given.in_channels = pick(8, 128);
+    given.out_channels = pick(8, 128);
+    given.batch = pick(1, 8);
+    for (int d = 0; d < given.spatial_dims; ++d) {
+      given.input_size[d] = pick(4, given.spatial_dims == 1 ? 4000 : 64);
+      given.kernel_size[d] = pick(1, 5);
+      given.stride[d] = pick(1, 3);
+      given.padding[d] = pick(0, (given.kernel_size[d] - 1) / 2);
+    }
+    given.dtype = pick(0, 3) == 0 ? DType::kBFloat16 : DType::kFloat32;
+    try {
+      given.validate();
+    } catch (const convt::Error&) {
+      continue;
+    }
+    const Problem p = given.canonical3d();
+    SCOPED_TRACE(given.to_string());
+    ExecOptions o;
+    std::string d[3];
+    for (int v = 0; v < 3; ++v) {
+      const ScopedEnv env("CONVT_WG_F32_PLANES", std::to_string(v).c_str());
+      d[v] = convt::cuda::describe_plan_without_device(p, o);
+    }
+    const bool plane = p.dtype == DType::kFloat32 && p.output_size(0) == 1 && p.output_size(1) > 1;
+    if (!plane) {
+      EXPECT_EQ(d[1], d[0]);
+      EXPECT_EQ(d[2], d[0]);
+      continue;
+    }
+    const double k = double(p.in_channels) * double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]) /
+                     double(p.stride[0] * p.stride[1] * p.stride[2]);
+    const bool in_narrow = p.out_channels >= 64 && k >= 64;
+    EXPECT_EQ(d[2], in_narrow ? d[1] : d[0]);
+    narrow += in_narrow && d[1] != d[0] ? 1 : 0;
+    wide += !in_narrow && d[1] != d[0] ? 1 : 0;
+    if (d[1] != d[0]) {
+      ++moved;
+      EXPECT_NE(d[1].find("wgmma"), std::string::npos) << d[1];
+    }
+  }
+  EXPECT_GT(narrow, 3);
+  EXPECT_GT(wide, 3);
+  EXPECT_GT(moved, 10);
+}
+
 // Float32 as TF32 on the wgmma kernel with pair-aligned layouts (CONVT_WG_F32_ALIGNED=R, by
 // default 4, 0: off; 0.001: every layer of the class; CONVT_WG_F32_DH_TAPS=T, by default 4,
 // 0: without), exactly where the dispatch gives the TMA kernel to an unstrided layer of 17-32

@@ -241,11 +241,15 @@ def test_dispatch_audit_suite_is_the_generators_output(tmp_path):
 
 @pytest.mark.parametrize("name,count,dims", [("f32_tma_fuzz", 164, {1, 2, 3}),
                                              ("volumes_fuzz", 130, {3}),
-                                             ("planes_fuzz", 159, {2})])
+                                             ("planes_fuzz", 159, {2}),
+                                             ("planes_fuzz2", 173, {2}),
+                                             ("reduction16_fuzz", 59, {1, 2})])
 def test_dispatch_draws_are_layers_of_their_pools(tmp_path, name, count, dims):
-    """scripts/suites/f32_tma_fuzz.json, volumes_fuzz.json and planes_fuzz.json (fuzzed
-    layers whose plan is not the wgmma kernel's in float32, 3-D layers whose plan the volume
-    rule changes, 2-D layers the float32 plane rule is checked on;
+    """scripts/suites/f32_tma_fuzz.json, volumes_fuzz.json, planes_fuzz.json,
+    planes_fuzz2.json and reduction16_fuzz.json (fuzzed layers whose plan is not the wgmma
+    kernel's in float32, 3-D layers whose plan the volume rule changes, two draws of 2-D
+    layers the float32 plane rule is checked on, 16-bit layers the reduction rule gives the
+    TMA kernel;
     docs/kernels.md, "Volumes on the wgmma kernel whatever the reduction") hold only layers
     of the pool their description's scripts/fuzz_suite.py command draws, unchanged and in
     the pool's order; no two share a layer."""
@@ -276,7 +280,8 @@ def test_dispatch_draws_differ():
         return (c.dims, c.in_channels, c.out_channels, tuple(c.input_size), c.kernel_size,
                 c.stride, c.padding, c.dilation, c.groups, c.batch)
     draws = [{key(c) for c in load_suite(root / f"{n}.json").cases}
-             for n in ("f32_tma_fuzz", "volumes_fuzz", "planes_fuzz")]
+             for n in ("f32_tma_fuzz", "volumes_fuzz", "planes_fuzz", "planes_fuzz2",
+                       "reduction16_fuzz")]
     for i, a in enumerate(draws):
         for b in draws[i + 1:]:
             assert not a & b
