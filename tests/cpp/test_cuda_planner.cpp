@@ -15,6 +15,7 @@
 #include <climits>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -36,6 +37,39 @@ using convt::MathMode;
 using convt::Problem;
 using Plan = convt::cuda::ImplicitGemmFpropPlan;
 using convt::test::ScopedEnv;
+
+// The ranges a rule's test draws its problems from: 1-3 dimensions, channels, batch, sizes
+// (the 1-D ones longer), kernels; strides 1 to stride_hi, or with rare_stride 2 one time in
+// six and else 1; bfloat16 one time in four, else float32.
+struct DrawRanges {
+  int64_t cin_hi, cout_hi, batch_hi, size_lo, size_hi, size_hi_1d, kernel_hi, stride_hi;
+  bool rare_stride;
+};
+
+// A problem drawn from r, or none where PyTorch would reject it.
+std::optional<Problem> draw_problem(std::mt19937_64& rng, const DrawRanges& r) {
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  Problem given;
+  given.spatial_dims = static_cast<int>(pick(1, 3));
+  given.in_channels = pick(8, r.cin_hi);
+  given.out_channels = pick(8, r.cout_hi);
+  given.batch = pick(1, r.batch_hi);
+  for (int d = 0; d < given.spatial_dims; ++d) {
+    given.input_size[d] = pick(r.size_lo, given.spatial_dims == 1 ? r.size_hi_1d : r.size_hi);
+    given.kernel_size[d] = pick(1, r.kernel_hi);
+    given.stride[d] = r.rare_stride ? (pick(0, 5) == 0 ? 2 : 1) : pick(1, r.stride_hi);
+    given.padding[d] = pick(0, (given.kernel_size[d] - 1) / 2);
+  }
+  given.dtype = pick(0, 3) == 0 ? DType::kBFloat16 : DType::kFloat32;
+  try {
+    given.validate();
+  } catch (const convt::Error&) {
+    return std::nullopt;
+  }
+  return given;
+}
 
 // W taps of the widest phase and the input-column step between a phase's consecutive
 // taps, by enumerating every phase and tap: tap k reaches output phase r when
@@ -1548,28 +1582,11 @@ TEST(CudaPlanner, TranspositionRingWhereAsked) {
 // types plan alike under all three.
 TEST(CudaPlanner, Float32PlanesWhateverTheReductionAndTheNarrowerForm) {
   std::mt19937_64 rng(20261128);
-  auto pick = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
   int narrow = 0, wide = 0, moved = 0;
   for (int i = 0; i < 300; ++i) {
-    Problem given;
-    given.spatial_dims = static_cast<int>(pick(1, 3));
-    given.in_channels = pick(8, 128);
-    given.out_channels = pick(8, 128);
-    given.batch = pick(1, 8);
-    for (int d = 0; d < given.spatial_dims; ++d) {
-      given.input_size[d] = pick(4, given.spatial_dims == 1 ? 4000 : 64);
-      given.kernel_size[d] = pick(1, 5);
-      given.stride[d] = pick(1, 3);
-      given.padding[d] = pick(0, (given.kernel_size[d] - 1) / 2);
-    }
-    given.dtype = pick(0, 3) == 0 ? DType::kBFloat16 : DType::kFloat32;
-    try {
-      given.validate();
-    } catch (const convt::Error&) {
-      continue;
-    }
+    const auto drawn = draw_problem(rng, {128, 128, 8, 4, 64, 4000, 5, 3, false});
+    if (!drawn) continue;
+    const Problem& given = *drawn;
     const Problem p = given.canonical3d();
     SCOPED_TRACE(given.to_string());
     ExecOptions o;
@@ -1612,28 +1629,11 @@ TEST(CudaPlanner, Float32AlignedWgmmaWhereTheMmasPayForTheCopy) {
   using convt::test::make_problem;
   // (Layers near the rule's edges: mostly unstrided, 8-48 output channels, both types.)
   std::mt19937_64 rng(20261127);
-  auto pick = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
   int changed = 0, in_class = 0, by_default = 0;
   for (int i = 0; i < 400; ++i) {
-    Problem given;
-    given.spatial_dims = static_cast<int>(pick(1, 3));
-    given.in_channels = pick(8, 96);
-    given.out_channels = pick(8, 48);
-    given.batch = pick(1, 4);
-    for (int d = 0; d < given.spatial_dims; ++d) {
-      given.input_size[d] = pick(8, given.spatial_dims == 1 ? 4000 : 90);
-      given.kernel_size[d] = pick(1, 7);
-      given.stride[d] = pick(0, 5) == 0 ? 2 : 1;
-      given.padding[d] = pick(0, (given.kernel_size[d] - 1) / 2);
-    }
-    given.dtype = pick(0, 3) == 0 ? DType::kBFloat16 : DType::kFloat32;
-    try {
-      given.validate();
-    } catch (const convt::Error&) {
-      continue;
-    }
+    const auto drawn = draw_problem(rng, {96, 48, 4, 8, 90, 4000, 7, 2, true});
+    if (!drawn) continue;
+    const Problem& given = *drawn;
     const Problem p = given.canonical3d();
     SCOPED_TRACE(given.to_string());
     for (MathMode math : {MathMode::kAllowTF32, MathMode::kStrictFP32}) {
