@@ -18,8 +18,9 @@
 #   bash scripts/gpu_check.sh install even-ab   # pair-aligned tile layouts: the default against none and everywhere
 #   bash scripts/gpu_check.sh install f32-aligned-ab   # float32 on wgmma with aligned layouts (CONVT_WG_F32_ALIGNED)
 #   bash scripts/gpu_check.sh install planes-ab   # float32 planes on wgmma whatever the reduction (CONVT_WG_F32_PLANES)
-#   bash scripts/gpu_check.sh install planes2-ab   # that rule against its narrower form, a second draw
 #   bash scripts/gpu_check.sh install reduction16-ab   # 16-bit layers the reduction rule gives the TMA kernel
+#   bash scripts/gpu_check.sh install reduction16b-ab   # that rule lifted (CONVT_WG_REDUCTION16=0), a second draw
+#   bash scripts/gpu_check.sh install f32-pairs-ab   # float32 W phase pairs wherever they run (CONVT_WG_F32_PAIRS)
 #   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
 #   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
 #   NCU_CASE="kb71 --dtype bf16;CONVT_WG_WV=114 kb71 --dtype bf16" NCU_KERNEL=fprop_wgmma \
@@ -583,25 +584,44 @@ if has planes-ab; then
     python3 scripts/ab_summary.py "$OUT/planes-${s%%:*}.log" | tee -a "$SUMMARY"
   done
 fi
-if has planes2-ab; then
-  # The float32 plane rule (CONVT_WG_F32_PLANES=1, the default) against its narrower form
-  # (=2: groups of at least 64 output channels, a reduction of at least 64 per phase) and the
-  # reduction rules (=0), on a second held-out 2-D draw (scripts/suites/planes_fuzz2.json) and
-  # the models suites, GPU time.
-  for s in fuzz:scripts/suites/planes_fuzz2.json models:models \
-           more:scripts/suites/more_models.json; do
-    step "planes2-${s%%:*}" python3 scripts/env_ab.py --suite "${s#*:}" --dtype fp32 --rounds 2 \
-      --gpu-time base= narrow=CONVT_WG_F32_PLANES=2 old=CONVT_WG_F32_PLANES=0
-    python3 scripts/ab_summary.py "$OUT/planes2-${s%%:*}.log" | tee -a "$SUMMARY"
-  done
-fi
 if has reduction16-ab; then
-  # 16-bit layers of 1-2 dimensions that the reduction rule (under 64 per phase) gives the
+  # 16-bit layers of 1-2 dimensions that the reduction rule (under 64 per phase) gave the
   # TMA kernel (scripts/suites/reduction16_fuzz.json), against the wgmma kernel forced,
-  # bfloat16, GPU time: whether that rule still holds.
+  # bfloat16, GPU time.
   step reduction16 python3 scripts/env_ab.py --suite scripts/suites/reduction16_fuzz.json \
     --dtype bf16 --rounds 2 --gpu-time base= wg=CONVT_FORWARD_KERNEL=implicit_gemm_wgmma
   python3 scripts/ab_summary.py "$OUT/reduction16.log" | tee -a "$SUMMARY"
+fi
+if has reduction16b-ab; then
+  # The 16-bit reduction rule lifted (CONVT_WG_REDUCTION16=0: the wgmma kernel whatever the
+  # reduction, the rules of sparse tiles and few K steps still apply) against the rule, on a
+  # second draw (scripts/suites/reduction16_fuzz2.json), bfloat16 and float16, GPU time;
+  # the layers checked against PyTorch first.
+  step reduction16b-check env CONVT_WG_REDUCTION16=0 python3 -m convt bench \
+    --suite scripts/suites/reduction16_fuzz2.json --dtype bf16,fp16 --reps 1 --warmup 1 \
+    --json "$OUT/reduction16b-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/reduction16b-check.log" | tail -4 | tee -a "$SUMMARY"
+  step reduction16b python3 scripts/env_ab.py --suite scripts/suites/reduction16_fuzz2.json \
+    --dtype bf16,fp16 --rounds 2 --gpu-time base= lifted=CONVT_WG_REDUCTION16=0
+  python3 scripts/ab_summary.py "$OUT/reduction16b.log" | tee -a "$SUMMARY"
+fi
+if has f32-pairs-ab; then
+  # Float32 (TF32) on the W phase pairs of position-major tiles wherever they can run
+  # (CONVT_WG_F32_PAIRS=1) against the pairs only where every W phase has one tap: a fuzzed
+  # draw (scripts/suites/f32_pairs_fuzz.json), kb72, kb73 and the models suite, GPU time;
+  # the draw checked against PyTorch first.
+  step f32-pairs-check env CONVT_WG_F32_PAIRS=1 python3 -m convt bench \
+    --suite scripts/suites/f32_pairs_fuzz.json --dtype fp32 --reps 1 --warmup 1 \
+    --json "$OUT/f32-pairs-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/f32-pairs-check.log" | tail -4 | tee -a "$SUMMARY"
+  for s in fuzz:scripts/suites/f32_pairs_fuzz.json models:models; do
+    step "f32-pairs-${s%%:*}" python3 scripts/env_ab.py --suite "${s#*:}" --dtype fp32 \
+      --rounds 2 --gpu-time base= pairs=CONVT_WG_F32_PAIRS=1
+    python3 scripts/ab_summary.py "$OUT/f32-pairs-${s%%:*}.log" | tee -a "$SUMMARY"
+  done
+  step f32-pairs-kb python3 scripts/env_ab.py --cases kb72,kb73 --dtype fp32 --rounds 3 \
+    --gpu-time base= pairs=CONVT_WG_F32_PAIRS=1
+  python3 scripts/ab_summary.py "$OUT/f32-pairs-kb.log" | tee -a "$SUMMARY"
 fi
 if has xp-ring-ab; then
   # The supply of the in-kernel transposition: the pieces loaded ahead of the stages (the

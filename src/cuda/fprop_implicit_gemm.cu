@@ -1447,12 +1447,17 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
     // W phase pairs in registers (W stride 2, position-major tiles) where the W phases would
     // otherwise run as tiles of their own, in 16-bit types: measured on an H200 against the
     // dispatch without them (docs/kernels.md, same-call A/B, each tree twice), kb73 in
-    // bfloat16 1.33x, kb72 unchanged; in float32 (TF32) kb73 1.04x and kb72 within a
-    // spread of 10-30%, so float32 takes them where every W phase has one tap (kernel 2,
-    // stride 2: measured on an H100, GPU time, against zeros along W or the TMA kernel,
-    // 1.07x-1.78x on five such layers of 16 or 32 channels, 1-D to 3-D,
-    // scripts/suites/one_tap.json) and elsewhere only where CONVT_WG_WMERGE=2 asks. (Not
-    // where CONVT_WG_FOLD=1 asks for folded tiles.)
+    // bfloat16 1.33x, kb72 unchanged. Float32 as TF32 takes them too, where the wgmma
+    // kernel's rules (below) keep the layer on it: measured on an H100 (docs/kernels.md,
+    // "W phase pairs in float32", GPU time, against each phase's own tiles) 1.13x over 60
+    // fuzzed layers whose plan they change (scripts/suites/f32_pairs_fuzz.json; 41 faster,
+    // 9 slower, down to 0.56x on 1-D layers of 200-300 input channels), kb73 1.14x, kb72
+    // 1.17x, the models suite 1.00x (CenterNet's depthwise layer 1.16x). Where every W phase
+    // has one tap (kernel 2, stride 2) the pairs run whatever the rules: 1.07x-1.78x against
+    // zeros along W or the TMA kernel on five such layers of 16 or 32 channels, 1-D to 3-D
+    // (scripts/suites/one_tap.json). Not in split TF32 where a W phase has several taps (not
+    // measured). CONVT_WG_F32_PAIRS=0 leaves float32 only the one-tap pairs (before 2026-11-27
+    // the dispatch). (Not where CONVT_WG_FOLD=1 asks for folded tiles.)
     // (Not where the unmerged tiles stack planes: a phase's plane is then small, and the
     // stacked tile computes several planes' outputs where the pair's would drop most of its
     // positions.)
@@ -1467,6 +1472,7 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
     // of 128 positions a phase. CONVT_WG_CMPAIRS=0 turns them off, =1 takes them wherever
     // they can run.
     bool stacked = false;
+    bool f32_pairs_ruled = false;
     if (!upsampled && !scattered && !merged && p.stride[2] == 2 && wm_env != 0 && !fold_asked) {
       ImplicitGemmFpropPlan one = plan;
       plan_wgmma_tile(p, one);
@@ -1477,10 +1483,13 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
         ImplicitGemmFpropPlan m = plan;
         plan_wgmma_tile(p, m, false, false, true);
         const bool cm = m.wg && m.wg_nc == 0;
-        const bool take = cm ? cm_pairs_ok : !f32 || one_tap_each;
+        const bool f32_more = f32 && !cm && !one_tap_each && !plan.split &&
+                              wg_env_int_or("CONVT_WG_F32_PAIRS", 1) != 0;
+        const bool take = cm ? cm_pairs_ok : !f32 || one_tap_each || f32_more;
         if (m.wg && take) {
           plan = m;
           merged = true;
+          f32_pairs_ruled = f32_more;
         }
       }
     }
@@ -1539,7 +1548,8 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
     // (Channel-major W phase pairs keep the rules of the tiles they replace.)
     // (Not the pairs in place of zeros along W, which keep the wgmma kernel as the zeros
     // would.)
-    const bool cm_pairs = merged && plan.wg_wpairs && plan.wg_nc == 0 && !pairs_for_zeros;
+    const bool cm_pairs =
+        merged && plan.wg_wpairs && (plan.wg_nc == 0 || f32_pairs_ruled) && !pairs_for_zeros;
     if (plan.wg && !upsampled && (!merged || cm_pairs) &&
         opt.forward_kernel == ForwardKernel::kAuto) {
       const double k_avg = double(cig) * double(p.kernel_size[0] * p.kernel_size[1] *
@@ -1573,16 +1583,28 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
       // 1.08x, and on a draw made after, 1.07x (82 layers faster, 56 slower, down to 0.62x;
       // docs/kernels.md, "Volumes on the wgmma kernel whatever the reduction"); the
       // few-K-steps rule of 16-bit types then gives small ones back to the TMA kernel.
-      // CONVT_WG_F32_PLANES=0 leaves them to the reduction rules; =2, a narrower form to be
-      // checked, only groups of at least 64 output channels with a reduction of at least 64
-      // per phase (over the three draws 1.10x / 1.09x / 1.08x, with 1 / 3 / 12 layers slower
-      // against 5 / 14 / 54).)
-      const int planes_env = wg_env_int_or("CONVT_WG_F32_PLANES", 1);
+      // A narrower form, only groups of at least 64 output channels with a reduction of at
+      // least 64 per phase, was better on those three draws (1.10x / 1.09x / 1.08x, with 1 /
+      // 3 / 12 layers slower against 5 / 14 / 54), but not on a fourth made to decide
+      // (scripts/suites/planes_fuzz2.json, H100: 0.993x of this rule's speed over 173
+      // layers). CONVT_WG_F32_PLANES=0 leaves planes to the reduction rules.)
       const bool f32_plane = p.dtype == DType::kFloat32 && !plan.split && !own_rule &&
-                             p.output_size(0) == 1 && p.output_size(1) > 1 && planes_env != 0 &&
-                             (planes_env != 2 || (cog >= 64 && k_avg >= 64));
+                             p.output_size(0) == 1 && p.output_size(1) > 1 &&
+                             wg_env_int_or("CONVT_WG_F32_PLANES", 1) != 0;
+      // (16-bit types: the wgmma kernel whatever the reduction, the rules of sparse tiles and
+      // few K steps below still giving layers to the TMA kernel. The reduction rule it
+      // replaces (a reduction of at least 64 per phase on average, or at most 16 output
+      // channels a group) gave the TMA kernel layers the wgmma kernel runs faster: measured
+      // on an H100 (docs/kernels.md, "Volumes on the wgmma kernel whatever the reduction",
+      // GPU time) over two draws of fuzzed 1-D and 2-D layers, the wgmma kernel 1.34x over
+      // the 59 that rule gave the TMA kernel (scripts/suites/reduction16_fuzz.json; 44
+      // faster, 11 slower, down to 0.76x) and, on a draw made to check, 1.43x in bfloat16 and
+      // 1.42x in float16 over the 51 layers whose plan the change moves
+      // (scripts/suites/reduction16_fuzz2.json; 36 faster, 13 slower, down to 0.66x).
+      // CONVT_WG_REDUCTION16=1 restores the reduction rule.)
       const bool by_reduction =
-          p.dtype != DType::kFloat32 ? k_avg >= 64 || cog <= 16
+          p.dtype != DType::kFloat32 ? wg_env_int_or("CONVT_WG_REDUCTION16", 0) == 0 ||
+                                           k_avg >= 64 || cog <= 16
           : plan.split ? k_avg >= 128 || (k_avg >= 96 && cog >= 48) || cog <= 16
                        : (k_avg >= (phases == 1 ? 128 : 384) && cog >= 48) || k_avg >= 1024 ||
                              cog <= 16 || plan.wg_used_plane >= 1.5 * tma_fill ||

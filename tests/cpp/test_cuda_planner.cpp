@@ -71,6 +71,26 @@ std::optional<Problem> draw_problem(std::mt19937_64& rng, const DrawRanges& r) {
   return given;
 }
 
+// fn(p, o) for each of `count` draws from r (seeded) that PyTorch accepts, p in its 3-D form,
+// under a trace of the problem as drawn; float32 ones once with TF32 and once in strict
+// float32 (o.math says which).
+template <class Fn>
+void for_each_drawn(uint64_t seed, const DrawRanges& r, int count, Fn fn) {
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < count; ++i) {
+    const auto drawn = draw_problem(rng, r);
+    if (!drawn) continue;
+    const Problem p = drawn->canonical3d();
+    SCOPED_TRACE(drawn->to_string());
+    for (MathMode math : {MathMode::kAllowTF32, MathMode::kStrictFP32}) {
+      if (math == MathMode::kStrictFP32 && p.dtype != DType::kFloat32) continue;
+      ExecOptions o;
+      o.math = math;
+      fn(p, o);
+    }
+  }
+}
+
 // W taps of the widest phase and the input-column step between a phase's consecutive
 // taps, by enumerating every phase and tap: tap k reaches output phase r when
 // (r + pad - k*dil) is divisible by the stride, and reads input column (r + pad - k*dil)/s
@@ -1050,8 +1070,9 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
     bool want;
     bool few = false;
     // (Volumes, outputs deeper than 1, take the wgmma kernel whatever the reduction, outside
-    // split TF32; so do planes, 2-D outputs of several rows, in float32 as TF32; neither rule
-    // for the class of the float32 wgmma rule, Float32AlignedWgmmaWhereTheMmasPayForTheCopy.)
+    // split TF32; so do planes, 2-D outputs of several rows, in float32 as TF32, and every
+    // layer in 16-bit types; neither rule for the class of the float32 wgmma rule,
+    // Float32AlignedWgmmaWhereTheMmasPayForTheCopy.)
     const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
     const bool own = p.dtype == DType::kFloat32 && math != MathMode::kStrictFP32 &&
                      p.stride[0] == 1 && p.stride[1] == 1 && p.stride[2] == 1 && cog > 16 &&
@@ -1074,7 +1095,8 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
               2 * forced.wg_tiles <= int64_t(convt::cuda::wgmma_planner_sms()));
     };
     if (p.dtype != DType::kFloat32) {
-      want = volume || k >= 64 || cog <= 16;
+      // (16-bit types: whatever the reduction; SixteenBitLayersOnWgmmaWhateverTheReduction.)
+      want = true;
       few = declined_for_few_steps();
     } else if (math == MathMode::kStrictFP32) {
       want = k >= 128 || (k >= 96 && cog >= 48) || cog <= 16;
@@ -1577,12 +1599,12 @@ TEST(CudaPlanner, TranspositionRingWhereAsked) {
 }
 
 // Float32 planes on the wgmma kernel whatever the reduction (CONVT_WG_F32_PLANES, 1 by
-// default): with =2 only groups of at least 64 output channels with a reduction of at least
-// 64 per phase take it, every other plane planned as with =0; 1-D layers, volumes and 16-bit
-// types plan alike under all three.
-TEST(CudaPlanner, Float32PlanesWhateverTheReductionAndTheNarrowerForm) {
+// default, 0: the reduction rules): only float32 planes (2-D outputs of several rows) plan
+// differently, and where they do the default takes the wgmma kernel; 1-D layers, volumes and
+// 16-bit types plan alike under both.
+TEST(CudaPlanner, Float32PlanesWhateverTheReduction) {
   std::mt19937_64 rng(20261128);
-  int narrow = 0, wide = 0, moved = 0;
+  int moved = 0;
   for (int i = 0; i < 300; ++i) {
     const auto drawn = draw_problem(rng, {128, 128, 8, 4, 64, 4000, 5, 3, false});
     if (!drawn) continue;
@@ -1590,31 +1612,97 @@ TEST(CudaPlanner, Float32PlanesWhateverTheReductionAndTheNarrowerForm) {
     const Problem p = given.canonical3d();
     SCOPED_TRACE(given.to_string());
     ExecOptions o;
-    std::string d[3];
-    for (int v = 0; v < 3; ++v) {
+    std::string d[2];
+    for (int v = 0; v < 2; ++v) {
       const ScopedEnv env("CONVT_WG_F32_PLANES", std::to_string(v).c_str());
       d[v] = convt::cuda::describe_plan_without_device(p, o);
     }
     const bool plane = p.dtype == DType::kFloat32 && p.output_size(0) == 1 && p.output_size(1) > 1;
     if (!plane) {
       EXPECT_EQ(d[1], d[0]);
-      EXPECT_EQ(d[2], d[0]);
       continue;
     }
-    const double k = double(p.in_channels) * double(p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2]) /
-                     double(p.stride[0] * p.stride[1] * p.stride[2]);
-    const bool in_narrow = p.out_channels >= 64 && k >= 64;
-    EXPECT_EQ(d[2], in_narrow ? d[1] : d[0]);
-    narrow += in_narrow && d[1] != d[0] ? 1 : 0;
-    wide += !in_narrow && d[1] != d[0] ? 1 : 0;
     if (d[1] != d[0]) {
       ++moved;
       EXPECT_NE(d[1].find("wgmma"), std::string::npos) << d[1];
     }
   }
-  EXPECT_GT(narrow, 3);
-  EXPECT_GT(wide, 3);
   EXPECT_GT(moved, 10);
+}
+
+// 16-bit types on the wgmma kernel whatever the reduction (CONVT_WG_REDUCTION16, 0 by default,
+// 1: the reduction rule of at least 64 per phase or at most 16 output channels a group): the
+// plans differ only in 16-bit layers that the rule gives the TMA kernel, and there the default
+// runs the wgmma kernel unless a rule of sparse tiles or few K steps gives the layer back;
+// no 16-bit plan is declined for its reduction, and float32 plans do not move.
+TEST(CudaPlanner, SixteenBitLayersOnWgmmaWhateverTheReduction) {
+  std::mt19937_64 rng(20261129);
+  int moved = 0, kept_back = 0;
+  for (int i = 0; i < 1000; ++i) {
+    auto drawn = draw_problem(rng, {64, 128, 8, 16, 96, 8000, 3, 3, false});
+    if (!drawn) continue;
+    Problem given = *drawn;
+    if (i % 3 != 0) given.dtype = i % 2 == 0 ? DType::kBFloat16 : DType::kFloat16;
+    const Problem p = given.canonical3d();
+    SCOPED_TRACE(given.to_string());
+    ExecOptions o;
+    const auto now = convt::cuda::plan_implicit_gemm_fprop(p, o);
+    const std::string now_d = convt::cuda::describe_plan_without_device(p, o);
+    Plan rule;
+    std::string rule_d;
+    {
+      const ScopedEnv env("CONVT_WG_REDUCTION16", "1");
+      rule = convt::cuda::plan_implicit_gemm_fprop(p, o);
+      rule_d = convt::cuda::describe_plan_without_device(p, o);
+    }
+    if (!now.usable) continue;
+    const bool sixteen = p.dtype != DType::kFloat32;
+    if (sixteen) EXPECT_EQ(now.wg_reason.find("reduction of"), std::string::npos) << now.wg_reason;
+    if (now_d == rule_d) continue;
+    EXPECT_TRUE(sixteen) << now_d;
+    EXPECT_FALSE(rule.wg) << rule_d;
+    EXPECT_EQ(rule.wg_reason.rfind("reduction of", 0), 0u) << rule.wg_reason;
+    if (now.wg) {
+      ++moved;
+    } else {
+      ++kept_back;
+      EXPECT_TRUE(now.wg_reason.find("K steps") != std::string::npos ||
+                  now.wg_reason.find("of its positions") != std::string::npos)
+          << now.wg_reason;
+    }
+  }
+  EXPECT_GT(moved, 10);
+  std::printf("16-bit layers moved to the wgmma kernel: %d, kept on the TMA kernel by other rules: %d\n",
+              moved, kept_back);
+}
+
+// Float32 as TF32 on the W phase pairs of position-major tiles (at most 32 output channels a
+// group, W stride 2) wherever they can run (CONVT_WG_F32_PAIRS, 1 by default, 0: only where
+// every W phase has one tap): the plans differ only in such layers, where the default's wgmma
+// plans run the pairs and split TF32 and 16-bit types do not move.
+TEST(CudaPlanner, Float32PairsWhereverTheyRun) {
+  int paired = 0;
+  for_each_drawn(20261130, {96, 40, 8, 4, 64, 4000, 5, 2, false}, 400,
+                 [&](const Problem& p, const ExecOptions& o) {
+    const auto now = convt::cuda::plan_implicit_gemm_fprop(p, o);
+    const std::string now_d = convt::cuda::describe_plan_without_device(p, o);
+    std::string old_d;
+    {
+      const ScopedEnv env("CONVT_WG_F32_PAIRS", "0");
+      old_d = convt::cuda::describe_plan_without_device(p, o);
+    }
+    if (now_d == old_d) return;
+    EXPECT_EQ(p.dtype, DType::kFloat32);
+    EXPECT_EQ(o.math, MathMode::kAllowTF32);
+    EXPECT_EQ(p.stride[2], 2);
+    EXPECT_LE(p.out_channels_per_group(), 32);
+    EXPECT_EQ(old_d.find("W phase pairs"), std::string::npos) << old_d;
+    if (now.wg) {
+      EXPECT_TRUE(now.wg_wpairs) << now_d;
+      ++paired;
+    }
+  });
+  EXPECT_GT(paired, 5);
 }
 
 // Float32 as TF32 on the wgmma kernel with pair-aligned layouts (CONVT_WG_F32_ALIGNED=R, by
@@ -1628,59 +1716,50 @@ TEST(CudaPlanner, Float32PlanesWhateverTheReductionAndTheNarrowerForm) {
 TEST(CudaPlanner, Float32AlignedWgmmaWhereTheMmasPayForTheCopy) {
   using convt::test::make_problem;
   // (Layers near the rule's edges: mostly unstrided, 8-48 output channels, both types.)
-  std::mt19937_64 rng(20261127);
   int changed = 0, in_class = 0, by_default = 0;
-  for (int i = 0; i < 400; ++i) {
-    const auto drawn = draw_problem(rng, {96, 48, 4, 8, 90, 4000, 7, 2, true});
-    if (!drawn) continue;
-    const Problem& given = *drawn;
-    const Problem p = given.canonical3d();
-    SCOPED_TRACE(given.to_string());
-    for (MathMode math : {MathMode::kAllowTF32, MathMode::kStrictFP32}) {
-      if (math == MathMode::kStrictFP32 && p.dtype != DType::kFloat32) continue;
-      ExecOptions o;
-      o.math = math;
-      Plan off;
-      std::string was;
-      {
-        const ScopedEnv env("CONVT_WG_F32_ALIGNED", "0");
-        off = convt::cuda::plan_implicit_gemm_fprop(p, o);
-        was = convt::cuda::describe_plan_without_device(p, o);
-      }
-      if (!off.usable) continue;
-      const int64_t cog = p.out_channels_per_group();
-      const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
-      const int64_t dh = p.kernel_size[0] * p.kernel_size[1];
-      for (double m : {0.001, 1.5, 4.0, 8.0, -1.0, -2.0}) {  // (-1: the default; -2: R 4, no T)
-        const bool set = m > 0;
-        std::unique_ptr<ScopedEnv> env, no_dh;
-        if (set) env = std::make_unique<ScopedEnv>("CONVT_WG_F32_ALIGNED", std::to_string(m).c_str());
-        if (m == -2.0) no_dh = std::make_unique<ScopedEnv>("CONVT_WG_F32_DH_TAPS", "0");
-        const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p, o);
-        ASSERT_TRUE(plan.usable);
-        const bool cls = p.dtype == DType::kFloat32 && math == MathMode::kAllowTF32 &&
-                         p.stride[0] == 1 && p.stride[1] == 1 && p.stride[2] == 1 && cog > 16 &&
-                         cog <= 32 && p.in_channels_per_group() * taps < 1024 &&
-                         (double(cog * taps) >= (set ? m : 4.0) * double(p.in_channels_per_group()) ||
-                          (m != -2.0 && p.output_size(0) > 1 && dh >= 4)) &&
-                         p.output_size(2) % 2 == 0;
-        const std::string now = convt::cuda::describe_plan_without_device(p, o);
-        // (In the class, the TMA kernel's layers move; those on another kernel stay.)
-        if (cls && off.tma) {
-          ++in_class;
-          EXPECT_TRUE(plan.wg ||
-                      plan.wg_reason.find("positions for outputs") != std::string::npos)
-              << was << " -> " << now;
-        }
-        if (now == was) continue;
-        ++changed;
-        by_default += m == -1.0 ? 1 : 0;
-        EXPECT_TRUE(cls) << m << ": " << was << " -> " << now;
-        EXPECT_TRUE(plan.wg) << now;
-        EXPECT_GT(plan.wg_nc, 0) << now;  // (position-major)
-      }
+  for_each_drawn(20261127, {96, 48, 4, 8, 90, 4000, 7, 2, true}, 400,
+                 [&](const Problem& p, const ExecOptions& o) {
+    const MathMode math = o.math;
+    Plan off;
+    std::string was;
+    {
+      const ScopedEnv env("CONVT_WG_F32_ALIGNED", "0");
+      off = convt::cuda::plan_implicit_gemm_fprop(p, o);
+      was = convt::cuda::describe_plan_without_device(p, o);
     }
-  }
+    if (!off.usable) return;
+    const int64_t cog = p.out_channels_per_group();
+    const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
+    const int64_t dh = p.kernel_size[0] * p.kernel_size[1];
+    for (double m : {0.001, 1.5, 4.0, 8.0, -1.0, -2.0}) {  // (-1: the default; -2: R 4, no T)
+      const bool set = m > 0;
+      std::unique_ptr<ScopedEnv> env, no_dh;
+      if (set) env = std::make_unique<ScopedEnv>("CONVT_WG_F32_ALIGNED", std::to_string(m).c_str());
+      if (m == -2.0) no_dh = std::make_unique<ScopedEnv>("CONVT_WG_F32_DH_TAPS", "0");
+      const Plan plan = convt::cuda::plan_implicit_gemm_fprop(p, o);
+      ASSERT_TRUE(plan.usable);
+      const bool cls = p.dtype == DType::kFloat32 && math == MathMode::kAllowTF32 &&
+                       p.stride[0] == 1 && p.stride[1] == 1 && p.stride[2] == 1 && cog > 16 &&
+                       cog <= 32 && p.in_channels_per_group() * taps < 1024 &&
+                       (double(cog * taps) >= (set ? m : 4.0) * double(p.in_channels_per_group()) ||
+                        (m != -2.0 && p.output_size(0) > 1 && dh >= 4)) &&
+                       p.output_size(2) % 2 == 0;
+      const std::string now = convt::cuda::describe_plan_without_device(p, o);
+      // (In the class, the TMA kernel's layers move; those on another kernel stay.)
+      if (cls && off.tma) {
+        ++in_class;
+        EXPECT_TRUE(plan.wg ||
+                    plan.wg_reason.find("positions for outputs") != std::string::npos)
+            << was << " -> " << now;
+      }
+      if (now == was) continue;
+      ++changed;
+      by_default += m == -1.0 ? 1 : 0;
+      EXPECT_TRUE(cls) << m << ": " << was << " -> " << now;
+      EXPECT_TRUE(plan.wg) << now;
+      EXPECT_GT(plan.wg_nc, 0) << now;  // (position-major)
+    }
+  });
   EXPECT_GT(in_class, 20);
   EXPECT_GT(changed, 10);
   EXPECT_GT(by_default, 2);
