@@ -1483,8 +1483,11 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
         ImplicitGemmFpropPlan m = plan;
         plan_wgmma_tile(p, m, false, false, true);
         const bool cm = m.wg && m.wg_nc == 0;
+        // (Not where CONVT_WG_RAW=1 asks for the input read in place, which the pairs do
+        // not run: that opt-in keeps the tiles it ran on before.)
         const bool f32_more = f32 && !cm && !one_tap_each && !plan.split &&
-                              wg_env_int_or("CONVT_WG_F32_PAIRS", 1) != 0;
+                              wg_env_int_or("CONVT_WG_F32_PAIRS", 1) != 0 &&
+                              wg_env_int_or("CONVT_WG_RAW", -1) != 1;
         const bool take = cm ? cm_pairs_ok : !f32 || one_tap_each || f32_more;
         if (m.wg && take) {
           plan = m;

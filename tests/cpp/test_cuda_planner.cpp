@@ -1679,7 +1679,8 @@ TEST(CudaPlanner, SixteenBitLayersOnWgmmaWhateverTheReduction) {
 // Float32 as TF32 on the W phase pairs of position-major tiles (at most 32 output channels a
 // group, W stride 2) wherever they can run (CONVT_WG_F32_PAIRS, 1 by default, 0: only where
 // every W phase has one tap): the plans differ only in such layers, where the default's wgmma
-// plans run the pairs and split TF32 and 16-bit types do not move.
+// plans run the pairs and split TF32 and 16-bit types do not move; with the input read in
+// place asked for (CONVT_WG_RAW=1), the rule changes no plan.
 TEST(CudaPlanner, Float32PairsWhereverTheyRun) {
   int paired = 0;
   for_each_drawn(20261130, {96, 40, 8, 4, 64, 4000, 5, 2, false}, 400,
@@ -1690,6 +1691,13 @@ TEST(CudaPlanner, Float32PairsWhereverTheyRun) {
     {
       const ScopedEnv env("CONVT_WG_F32_PAIRS", "0");
       old_d = convt::cuda::describe_plan_without_device(p, o);
+    }
+    {
+      // (The input read in place, asked for, keeps the tiles it ran on without the rule.)
+      const ScopedEnv raw("CONVT_WG_RAW", "1");
+      const std::string raw_now = convt::cuda::describe_plan_without_device(p, o);
+      const ScopedEnv env("CONVT_WG_F32_PAIRS", "0");
+      EXPECT_EQ(raw_now, convt::cuda::describe_plan_without_device(p, o));
     }
     if (now_d == old_d) return;
     EXPECT_EQ(p.dtype, DType::kFloat32);
