@@ -21,6 +21,7 @@
 #   bash scripts/gpu_check.sh install reduction16-ab   # 16-bit layers the reduction rule gives the TMA kernel
 #   bash scripts/gpu_check.sh install reduction16b-ab   # that rule lifted (CONVT_WG_REDUCTION16=0), a second draw
 #   bash scripts/gpu_check.sh install f32-pairs-ab   # float32 W phase pairs wherever they run (CONVT_WG_F32_PAIRS)
+#   bash scripts/gpu_check.sh install hfirst-ab   # more H taps a K step where the boxes shrink (CONVT_WG_HFIRST)
 #   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
 #   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
 #   NCU_CASE="kb71 --dtype bf16;CONVT_WG_WV=114 kb71 --dtype bf16" NCU_KERNEL=fprop_wgmma \
@@ -622,6 +623,25 @@ if has f32-pairs-ab; then
   step f32-pairs-kb python3 scripts/env_ab.py --cases kb72,kb73 --dtype fp32 --rounds 3 \
     --gpu-time base= pairs=CONVT_WG_F32_PAIRS=1
   python3 scripts/ab_summary.py "$OUT/f32-pairs-kb.log" | tee -a "$SUMMARY"
+fi
+if has hfirst-ab; then
+  # More H taps a K step where that cuts the rows the wgmma tiles' boxes load to 70% or less
+  # (CONVT_WG_HFIRST=1, opt-in) against the planner's K step: the fuzzed draw of layers it
+  # changes (scripts/suites/hfirst_fuzz.json, checked against PyTorch first), kb73 and the
+  # models suites, float32 (TF32) and bfloat16, GPU time.
+  step hfirst-check env CONVT_WG_HFIRST=1 python3 -m convt bench \
+    --suite scripts/suites/hfirst_fuzz.json --dtype fp32,bf16 --reps 1 --warmup 1 \
+    --json "$OUT/hfirst-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/hfirst-check.log" | tail -4 | tee -a "$SUMMARY"
+  for s in fuzz:scripts/suites/hfirst_fuzz.json models:models \
+           more:scripts/suites/more_models.json; do
+    step "hfirst-${s%%:*}" python3 scripts/env_ab.py --suite "${s#*:}" --dtype fp32,bf16 \
+      --rounds 2 --gpu-time base= hfirst=CONVT_WG_HFIRST=1
+    python3 scripts/ab_summary.py "$OUT/hfirst-${s%%:*}.log" | tee -a "$SUMMARY"
+  done
+  step hfirst-kb python3 scripts/env_ab.py --cases kb73 --dtype fp32 --rounds 3 --gpu-time \
+    base= hfirst=CONVT_WG_HFIRST=1
+  python3 scripts/ab_summary.py "$OUT/hfirst-kb.log" | tee -a "$SUMMARY"
 fi
 if has xp-ring-ab; then
   # The supply of the in-kernel transposition: the pieces loaded ahead of the stages (the

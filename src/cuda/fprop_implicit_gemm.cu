@@ -820,6 +820,31 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       }
     }
   }
+  // (CONVT_WG_HFIRST=1, opt-in, to be measured: more H taps a K step where a tile's boxes
+  // then hold at most 70% of the rows, with a channel block of at least 64 bytes and as
+  // many stages as the step above, up to 3; not where planes stack. A step of hb H taps
+  // loads a box of rows + (hb - 1) x the H tap offset, ceil(H taps / hb) times a channel
+  // block, so where a tile has several rows its box bytes fall with hb: kb73 in float32
+  // (11 rows, 2 H taps) 32 channels x 1 H tap -> 16 x 2, 22 -> 12 rows a channel, boxes
+  // 4.8 -> 2.6 GB through L2, whose throughput bounds it.)
+  if (copies == 1 && hb_env <= 0 && plan.wg_stack == 1 &&
+      wg_env_int_or("CONVT_WG_HFIRST", 0) == 1) {
+    const ImplicitGemmFpropPlan chosen = plan;
+    auto box_rows = [&](int64_t hbox, int64_t hb) { return (tmax[1] + hb - 1) / hb * hbox; };
+    const int64_t rows_before = box_rows(chosen.wg_hbox, chosen.wg_hb);
+    const int want_stages = std::min(3, chosen.wg_stages);
+    bool better = false;
+    for (int64_t hb = tmax[1]; hb > chosen.wg_hb && !better; --hb)
+      for (int64_t bk : bks) {
+        if (bk < 4 * kc || !bk_allowed(bk) || (raw && bk == 2 * kc)) continue;
+        if (!try_step(bk, hb, want_stages)) continue;
+        if (10 * box_rows(plan.wg_hbox, hb) <= 7 * rows_before) {
+          better = true;
+          break;
+        }
+      }
+    if (!better) plan = chosen;
+  }
   // The input transposed in the kernel (ImplicitGemmFpropPlan::wg_xp: 16-bit types and TF32,
   // unfolded tiles): the tile and K step stay the copy's, and the raw pieces' ring takes the shared
   // memory their stages leave (stages of the copy's given up for it down to two), at least

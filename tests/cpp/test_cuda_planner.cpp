@@ -1713,6 +1713,55 @@ TEST(CudaPlanner, Float32PairsWhereverTheyRun) {
   EXPECT_GT(paired, 5);
 }
 
+// More H taps a K step where the boxes shrink (CONVT_WG_HFIRST=1, opt-in): a plan it
+// changes keeps its tile (positions, rows, no stacked planes, not split TF32) and takes more
+// H taps with a channel block of at least 64 bytes, its boxes loading at most 70% of the
+// rows they did (ceil(H taps / H taps a step) x box rows a channel block), or goes to the
+// TMA kernel for its fewer K steps; kb73 in float32 takes 16 channels x 2 H taps.
+TEST(CudaPlanner, MoreHTapsWhereTheBoxesShrink) {
+  using convt::test::make_problem;
+  int changed = 0;
+  for_each_drawn(20261131, {192, 192, 4, 8, 64, 4000, 5, 3, false}, 500,
+                 [&](const Problem& p, const ExecOptions& o) {
+    const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(p, o);
+    const std::string dflt_d = convt::cuda::describe_plan_without_device(p, o);
+    const ScopedEnv env("CONVT_WG_HFIRST", "1");
+    const Plan hf = convt::cuda::plan_implicit_gemm_fprop(p, o);
+    const std::string hf_d = convt::cuda::describe_plan_without_device(p, o);
+    if (hf_d == dflt_d) return;
+    ++changed;
+    ASSERT_TRUE(dflt.wg) << dflt_d << " -> " << hf_d;
+    EXPECT_FALSE(dflt.split);
+    EXPECT_EQ(dflt.wg_stack, 1);
+    if (!hf.wg) {
+      EXPECT_NE(hf.wg_reason.find(" K steps: the TMA kernel is faster"), std::string::npos)
+          << hf.wg_reason;
+      return;
+    }
+    EXPECT_EQ(hf.wg_n, dflt.wg_n);
+    EXPECT_EQ(hf.wg_rows, dflt.wg_rows);
+    EXPECT_EQ(hf.wg_stack, 1);
+    EXPECT_GT(hf.wg_hb, dflt.wg_hb) << hf_d;
+    EXPECT_GE(int64_t(hf.wg_bk) * convt::dtype_size(p.dtype), 64) << hf_d;
+    const int64_t t = hf.wg_tmax[1];
+    EXPECT_LE(10 * ((t + hf.wg_hb - 1) / hf.wg_hb) * hf.wg_hbox,
+              7 * ((t + dflt.wg_hb - 1) / dflt.wg_hb) * dflt.wg_hbox)
+        << dflt_d << " -> " << hf_d;
+  });
+  EXPECT_GT(changed, 10);
+  Problem kb73 = make_problem(3, 4, 32, 32, 1, {32, 64, 128}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1},
+                              {0, 0, 0}, {1, 1, 1}, false);
+  kb73.dtype = DType::kFloat32;
+  const Problem c = kb73.canonical3d();
+  const Plan before = convt::cuda::plan_implicit_gemm_fprop(c, ExecOptions{});
+  EXPECT_EQ(before.wg_hb, 1);
+  const ScopedEnv env("CONVT_WG_HFIRST", "1");
+  const Plan after = convt::cuda::plan_implicit_gemm_fprop(c, ExecOptions{});
+  EXPECT_TRUE(after.wg);
+  EXPECT_EQ(after.wg_hb, 2);
+  EXPECT_EQ(after.wg_bk, 16);
+}
+
 // Float32 as TF32 on the wgmma kernel with pair-aligned layouts (CONVT_WG_F32_ALIGNED=R, by
 // default 4, 0: off; 0.001: every layer of the class; CONVT_WG_F32_DH_TAPS=T, by default 4,
 // 0: without), exactly where the dispatch gives the TMA kernel to an unstrided layer of 17-32

@@ -245,14 +245,15 @@ def test_dispatch_audit_suite_is_the_generators_output(tmp_path):
                                              ("planes_fuzz2", 173, {2}),
                                              ("reduction16_fuzz", 59, {1, 2}),
                                              ("reduction16_fuzz2", 51, {1, 2}),
-                                             ("f32_pairs_fuzz", 60, {1, 2, 3})])
+                                             ("f32_pairs_fuzz", 60, {1, 2, 3}),
+                                             ("hfirst_fuzz", 121, {2, 3})])
 def test_dispatch_draws_are_layers_of_their_pools(tmp_path, name, count, dims):
     """scripts/suites/f32_tma_fuzz.json, volumes_fuzz.json, planes_fuzz.json,
     planes_fuzz2.json, reduction16_fuzz.json, reduction16_fuzz2.json and f32_pairs_fuzz.json
     (fuzzed layers whose plan is not the wgmma kernel's in float32, 3-D layers whose plan the
     volume rule changes, two draws of 2-D layers the float32 plane rule is checked on, two of
     16-bit layers the reduction rule gave the TMA kernel, float32 layers whose plan the W
-    phase pairs change;
+    phase pairs change, layers whose plan more H taps a K step change (hfirst_fuzz.json);
     docs/kernels.md, "Volumes on the wgmma kernel whatever the reduction") hold only layers
     of the pool their description's scripts/fuzz_suite.py command draws, unchanged and in
     the pool's order; no two share a layer."""
@@ -284,7 +285,8 @@ def test_dispatch_draws_differ():
                 c.stride, c.padding, c.dilation, c.groups, c.batch)
     draws = [{key(c) for c in load_suite(root / f"{n}.json").cases}
              for n in ("f32_tma_fuzz", "volumes_fuzz", "planes_fuzz", "planes_fuzz2",
-                       "reduction16_fuzz", "reduction16_fuzz2", "f32_pairs_fuzz")]
+                       "reduction16_fuzz", "reduction16_fuzz2", "f32_pairs_fuzz",
+                       "hfirst_fuzz")]
     for i, a in enumerate(draws):
         for b in draws[i + 1:]:
             assert not a & b
