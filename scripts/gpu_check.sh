@@ -626,22 +626,22 @@ if has f32-pairs-ab; then
 fi
 if has hfirst-ab; then
   # More H taps a K step where that cuts the rows the wgmma tiles' boxes load to 70% or less
-  # (CONVT_WG_HFIRST=1, opt-in) against the planner's K step: the fuzzed draw of layers it
-  # changes (scripts/suites/hfirst_fuzz.json, checked against PyTorch first), kb73 and the
+  # (CONVT_WG_HFIRST=1: channel blocks of at least 64 bytes; =2: of 32 bytes too; opt-in)
+  # against the planner's K step: the fuzzed draw of layers they change
+  # (scripts/suites/hfirst_fuzz.json, checked against PyTorch first), KernelBench and the
   # models suites, float32 (TF32) and bfloat16, GPU time.
-  step hfirst-check env CONVT_WG_HFIRST=1 python3 -m convt bench \
-    --suite scripts/suites/hfirst_fuzz.json --dtype fp32,bf16 --reps 1 --warmup 1 \
-    --json "$OUT/hfirst-check.json" -q
-  grep -E "geomean|error|mismatch" "$OUT/hfirst-check.log" | tail -4 | tee -a "$SUMMARY"
-  for s in fuzz:scripts/suites/hfirst_fuzz.json models:models \
+  for v in 1 2; do
+    step "hfirst$v-check" env CONVT_WG_HFIRST=$v python3 -m convt bench \
+      --suite scripts/suites/hfirst_fuzz.json --dtype fp32,bf16 --reps 1 --warmup 1 \
+      --json "$OUT/hfirst$v-check.json" -q
+    grep -E "geomean|error|mismatch" "$OUT/hfirst$v-check.log" | tail -4 | tee -a "$SUMMARY"
+  done
+  for s in fuzz:scripts/suites/hfirst_fuzz.json kb:kernelbench models:models \
            more:scripts/suites/more_models.json; do
     step "hfirst-${s%%:*}" python3 scripts/env_ab.py --suite "${s#*:}" --dtype fp32,bf16 \
-      --rounds 2 --gpu-time base= hfirst=CONVT_WG_HFIRST=1
+      --rounds 2 --gpu-time base= hfirst=CONVT_WG_HFIRST=1 hfirst2=CONVT_WG_HFIRST=2
     python3 scripts/ab_summary.py "$OUT/hfirst-${s%%:*}.log" | tee -a "$SUMMARY"
   done
-  step hfirst-kb python3 scripts/env_ab.py --cases kb73 --dtype fp32 --rounds 3 --gpu-time \
-    base= hfirst=CONVT_WG_HFIRST=1
-  python3 scripts/ab_summary.py "$OUT/hfirst-kb.log" | tee -a "$SUMMARY"
 fi
 if has xp-ring-ab; then
   # The supply of the in-kernel transposition: the pieces loaded ahead of the stages (the

@@ -826,9 +826,10 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // loads a box of rows + (hb - 1) x the H tap offset, ceil(H taps / hb) times a channel
   // block, so where a tile has several rows its box bytes fall with hb: kb73 in float32
   // (11 rows, 2 H taps) 32 channels x 1 H tap -> 16 x 2, 22 -> 12 rows a channel, boxes
-  // 4.8 -> 2.6 GB through L2, whose throughput bounds it.)
-  if (copies == 1 && hb_env <= 0 && plan.wg_stack == 1 &&
-      wg_env_int_or("CONVT_WG_HFIRST", 0) == 1) {
+  // 4.8 -> 2.6 GB through L2, whose throughput bounds it. =2: channel blocks of 32 bytes
+  // too: kb70 in float32, 8 channels x 3 H taps where 16 x 2 loads 12 rows a block, 7.)
+  const int hfirst_env = wg_env_int_or("CONVT_WG_HFIRST", 0);
+  if (copies == 1 && hb_env <= 0 && plan.wg_stack == 1 && (hfirst_env == 1 || hfirst_env == 2)) {
     const ImplicitGemmFpropPlan chosen = plan;
     auto box_rows = [&](int64_t hbox, int64_t hb) { return (tmax[1] + hb - 1) / hb * hbox; };
     const int64_t rows_before = box_rows(chosen.wg_hbox, chosen.wg_hb);
@@ -836,7 +837,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     bool better = false;
     for (int64_t hb = tmax[1]; hb > chosen.wg_hb && !better; --hb)
       for (int64_t bk : bks) {
-        if (bk < 4 * kc || !bk_allowed(bk) || (raw && bk == 2 * kc)) continue;
+        if (bk < (hfirst_env == 2 ? 2 : 4) * kc || !bk_allowed(bk) || (raw && bk == 2 * kc))
+          continue;
         if (!try_step(bk, hb, want_stages)) continue;
         if (10 * box_rows(plan.wg_hbox, hb) <= 7 * rows_before) {
           better = true;

@@ -1713,53 +1713,80 @@ TEST(CudaPlanner, Float32PairsWhereverTheyRun) {
   EXPECT_GT(paired, 5);
 }
 
-// More H taps a K step where the boxes shrink (CONVT_WG_HFIRST=1, opt-in): a plan it
+// More H taps a K step where the boxes shrink (CONVT_WG_HFIRST=1 or 2, opt-in): a plan it
 // changes keeps its tile (positions, rows, no stacked planes, not split TF32) and takes more
-// H taps with a channel block of at least 64 bytes, its boxes loading at most 70% of the
-// rows they did (ceil(H taps / H taps a step) x box rows a channel block), or goes to the
-// TMA kernel for its fewer K steps; kb73 in float32 takes 16 channels x 2 H taps.
+// H taps with a channel block of at least 64 bytes (=2: 32), its boxes loading at most 70%
+// of the rows they did (ceil(H taps / H taps a step) x box rows a channel block), or goes
+// to the TMA kernel for its fewer K steps; kb73 in float32 takes 16 channels x 2 H taps,
+// kb70 8 x 3 with =2 only.
 TEST(CudaPlanner, MoreHTapsWhereTheBoxesShrink) {
   using convt::test::make_problem;
-  int changed = 0;
+  int changed = 0, narrow = 0;
   for_each_drawn(20261131, {192, 192, 4, 8, 64, 4000, 5, 3, false}, 500,
                  [&](const Problem& p, const ExecOptions& o) {
     const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(p, o);
     const std::string dflt_d = convt::cuda::describe_plan_without_device(p, o);
-    const ScopedEnv env("CONVT_WG_HFIRST", "1");
-    const Plan hf = convt::cuda::plan_implicit_gemm_fprop(p, o);
-    const std::string hf_d = convt::cuda::describe_plan_without_device(p, o);
-    if (hf_d == dflt_d) return;
-    ++changed;
-    ASSERT_TRUE(dflt.wg) << dflt_d << " -> " << hf_d;
-    EXPECT_FALSE(dflt.split);
-    EXPECT_EQ(dflt.wg_stack, 1);
-    if (!hf.wg) {
-      EXPECT_NE(hf.wg_reason.find(" K steps: the TMA kernel is faster"), std::string::npos)
-          << hf.wg_reason;
-      return;
+    for (const int v : {1, 2}) {
+      const ScopedEnv env("CONVT_WG_HFIRST", std::to_string(v).c_str());
+      const Plan hf = convt::cuda::plan_implicit_gemm_fprop(p, o);
+      const std::string hf_d = convt::cuda::describe_plan_without_device(p, o);
+      if (hf_d == dflt_d) continue;
+      ++changed;
+      ASSERT_TRUE(dflt.wg) << dflt_d << " -> " << hf_d;
+      EXPECT_FALSE(dflt.split);
+      EXPECT_EQ(dflt.wg_stack, 1);
+      if (!hf.wg) {
+        EXPECT_NE(hf.wg_reason.find(" K steps: the TMA kernel is faster"), std::string::npos)
+            << hf.wg_reason;
+        continue;
+      }
+      EXPECT_EQ(hf.wg_n, dflt.wg_n);
+      EXPECT_EQ(hf.wg_rows, dflt.wg_rows);
+      EXPECT_EQ(hf.wg_stack, 1);
+      EXPECT_GT(hf.wg_hb, dflt.wg_hb) << hf_d;
+      const int64_t bytes = int64_t(hf.wg_bk) * convt::dtype_size(p.dtype);
+      EXPECT_GE(bytes, v == 1 ? 64 : 32) << hf_d;
+      narrow += bytes < 64 ? 1 : 0;
+      const int64_t t = hf.wg_tmax[1];
+      EXPECT_LE(10 * ((t + hf.wg_hb - 1) / hf.wg_hb) * hf.wg_hbox,
+                7 * ((t + dflt.wg_hb - 1) / dflt.wg_hb) * dflt.wg_hbox)
+          << dflt_d << " -> " << hf_d;
     }
-    EXPECT_EQ(hf.wg_n, dflt.wg_n);
-    EXPECT_EQ(hf.wg_rows, dflt.wg_rows);
-    EXPECT_EQ(hf.wg_stack, 1);
-    EXPECT_GT(hf.wg_hb, dflt.wg_hb) << hf_d;
-    EXPECT_GE(int64_t(hf.wg_bk) * convt::dtype_size(p.dtype), 64) << hf_d;
-    const int64_t t = hf.wg_tmax[1];
-    EXPECT_LE(10 * ((t + hf.wg_hb - 1) / hf.wg_hb) * hf.wg_hbox,
-              7 * ((t + dflt.wg_hb - 1) / dflt.wg_hb) * dflt.wg_hbox)
-        << dflt_d << " -> " << hf_d;
   });
   EXPECT_GT(changed, 10);
+  EXPECT_GT(narrow, 3);
+  // kb73 in float32 (2 H taps, 11 rows): 16 channels x 2 H taps with either; kb70 (3 H taps,
+  // 5 rows, 16 x 2 by default) 8 x 3 with =2 only.
   Problem kb73 = make_problem(3, 4, 32, 32, 1, {32, 64, 128}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1},
                               {0, 0, 0}, {1, 1, 1}, false);
-  kb73.dtype = DType::kFloat32;
-  const Problem c = kb73.canonical3d();
-  const Plan before = convt::cuda::plan_implicit_gemm_fprop(c, ExecOptions{});
-  EXPECT_EQ(before.wg_hb, 1);
-  const ScopedEnv env("CONVT_WG_HFIRST", "1");
-  const Plan after = convt::cuda::plan_implicit_gemm_fprop(c, ExecOptions{});
-  EXPECT_TRUE(after.wg);
-  EXPECT_EQ(after.wg_hb, 2);
-  EXPECT_EQ(after.wg_bk, 16);
+  Problem kb70 = make_problem(3, 8, 48, 24, 1, {96, 96, 96}, {3, 3, 3}, {1, 1, 1}, {0, 0, 0},
+                              {0, 0, 0}, {1, 1, 1}, false);
+  kb73.dtype = kb70.dtype = DType::kFloat32;
+  const Problem c73 = kb73.canonical3d(), c70 = kb70.canonical3d();
+  const ExecOptions o;
+  int hb[3][2], bk[3][2];
+  for (int v = 0; v < 3; ++v) {
+    const ScopedEnv env("CONVT_WG_HFIRST", std::to_string(v).c_str());
+    int i = 0;
+    for (const Problem* c : {&c73, &c70}) {
+      const Plan plan = convt::cuda::plan_implicit_gemm_fprop(*c, o);
+      EXPECT_TRUE(plan.wg);
+      hb[v][i] = plan.wg_hb;
+      bk[v][i] = plan.wg_bk;
+      ++i;
+    }
+  }
+  EXPECT_EQ(hb[0][0], 1);
+  EXPECT_EQ(bk[0][0], 32);
+  for (int v : {1, 2}) {
+    EXPECT_EQ(hb[v][0], 2);
+    EXPECT_EQ(bk[v][0], 16);
+  }
+  EXPECT_EQ(hb[0][1], 2);
+  EXPECT_EQ(hb[1][1], 2);
+  EXPECT_EQ(bk[1][1], bk[0][1]);
+  EXPECT_EQ(hb[2][1], 3);
+  EXPECT_EQ(bk[2][1], 8);
 }
 
 // Float32 as TF32 on the wgmma kernel with pair-aligned layouts (CONVT_WG_F32_ALIGNED=R, by

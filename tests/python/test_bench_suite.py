@@ -246,7 +246,7 @@ def test_dispatch_audit_suite_is_the_generators_output(tmp_path):
                                              ("reduction16_fuzz", 59, {1, 2}),
                                              ("reduction16_fuzz2", 51, {1, 2}),
                                              ("f32_pairs_fuzz", 60, {1, 2, 3}),
-                                             ("hfirst_fuzz", 121, {2, 3})])
+                                             ("hfirst_fuzz", 202, {2, 3})])
 def test_dispatch_draws_are_layers_of_their_pools(tmp_path, name, count, dims):
     """scripts/suites/f32_tma_fuzz.json, volumes_fuzz.json, planes_fuzz.json,
     planes_fuzz2.json, reduction16_fuzz.json, reduction16_fuzz2.json and f32_pairs_fuzz.json
