@@ -21,6 +21,7 @@
 #   bash scripts/gpu_check.sh install reduction16-ab   # 16-bit layers the reduction rule gives the TMA kernel
 #   bash scripts/gpu_check.sh install reduction16b-ab   # that rule lifted (CONVT_WG_REDUCTION16=0), a second draw
 #   bash scripts/gpu_check.sh install f32-pairs-ab   # float32 W phase pairs wherever they run (CONVT_WG_F32_PAIRS)
+#   bash scripts/gpu_check.sh install f32-pairs-1d-ab   # those pairs on 1-D layers, against without
 #   bash scripts/gpu_check.sh install hfirst-ab   # more H taps a K step where the boxes shrink (CONVT_WG_HFIRST)
 #   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
 #   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
@@ -623,6 +624,17 @@ if has f32-pairs-ab; then
   step f32-pairs-kb python3 scripts/env_ab.py --cases kb72,kb73 --dtype fp32 --rounds 3 \
     --gpu-time base= pairs=CONVT_WG_F32_PAIRS=1
   python3 scripts/ab_summary.py "$OUT/f32-pairs-kb.log" | tee -a "$SUMMARY"
+fi
+if has f32-pairs-1d-ab; then
+  # The float32 W phase pairs (CONVT_WG_F32_PAIRS=1, the default) against =0 on 1-D layers
+  # (scripts/suites/f32_pairs_1d.json, checked against PyTorch first), GPU time: the rule's
+  # first draw had two of its five 1-D layers slower.
+  step f32-pairs-1d-check python3 -m convt bench --suite scripts/suites/f32_pairs_1d.json \
+    --dtype fp32 --reps 1 --warmup 1 --json "$OUT/f32-pairs-1d-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/f32-pairs-1d-check.log" | tail -4 | tee -a "$SUMMARY"
+  step f32-pairs-1d python3 scripts/env_ab.py --suite scripts/suites/f32_pairs_1d.json \
+    --dtype fp32 --rounds 2 --gpu-time base= nopairs=CONVT_WG_F32_PAIRS=0
+  python3 scripts/ab_summary.py "$OUT/f32-pairs-1d.log" | tee -a "$SUMMARY"
 fi
 if has hfirst-ab; then
   # More H taps a K step where that cuts the rows the wgmma tiles' boxes load to 70% or less
