@@ -1575,12 +1575,13 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
       pl.wg_reason = detail::str_cat((pl.wg_tiles + slots - 1) / slots, " waves of tiles of ",
                                      pl.wg_steps, " K steps: the TMA kernel is faster");
     };
-    // (Channel-major W phase pairs keep the rules of the tiles they replace.)
+    // (Channel-major W phase pairs, and float32's position-major pairs of W phases with
+    // several taps, keep the rules of the tiles they replace.)
     // (Not the pairs in place of zeros along W, which keep the wgmma kernel as the zeros
     // would.)
-    const bool cm_pairs =
+    const bool ruled_pairs =
         merged && plan.wg_wpairs && (plan.wg_nc == 0 || f32_pairs_ruled) && !pairs_for_zeros;
-    if (plan.wg && !upsampled && (!merged || cm_pairs) &&
+    if (plan.wg && !upsampled && (!merged || ruled_pairs) &&
         opt.forward_kernel == ForwardKernel::kAuto) {
       const double k_avg = double(cig) * double(p.kernel_size[0] * p.kernel_size[1] *
                                                 p.kernel_size[2]) / double(phases);
