@@ -23,6 +23,7 @@
 #   bash scripts/gpu_check.sh install f32-pairs-ab   # float32 W phase pairs wherever they run (CONVT_WG_F32_PAIRS)
 #   bash scripts/gpu_check.sh install f32-pairs-1d-ab   # those pairs on 1-D layers, against without
 #   bash scripts/gpu_check.sh install hfirst-ab   # more H taps a K step where the boxes shrink (CONVT_WG_HFIRST)
+#   bash scripts/gpu_check.sh install hfirst-held-ab   # the same, the default against off, on a later draw
 #   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
 #   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
 #   NCU_CASE="kb71 --dtype bf16;CONVT_WG_WV=114 kb71 --dtype bf16" NCU_KERNEL=fprop_wgmma \
@@ -654,6 +655,17 @@ if has hfirst-ab; then
       --rounds 2 --gpu-time base= hfirst=CONVT_WG_HFIRST=1 hfirst2=CONVT_WG_HFIRST=2
     python3 scripts/ab_summary.py "$OUT/hfirst-${s%%:*}.log" | tee -a "$SUMMARY"
   done
+fi
+if has hfirst-held-ab; then
+  # More H taps a K step (CONVT_WG_HFIRST=1, the default) against =0 on the layers of a draw
+  # made after the rule was picked (scripts/suites/hfirst_fuzz2.json, checked against
+  # PyTorch first), float32 (TF32) and bfloat16, GPU time.
+  step hfirst-held-check python3 -m convt bench --suite scripts/suites/hfirst_fuzz2.json \
+    --dtype fp32,bf16 --reps 1 --warmup 1 --json "$OUT/hfirst-held-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/hfirst-held-check.log" | tail -4 | tee -a "$SUMMARY"
+  step hfirst-held python3 scripts/env_ab.py --suite scripts/suites/hfirst_fuzz2.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time base= off=CONVT_WG_HFIRST=0
+  python3 scripts/ab_summary.py "$OUT/hfirst-held.log" | tee -a "$SUMMARY"
 fi
 if has xp-ring-ab; then
   # The supply of the in-kernel transposition: the pieces loaded ahead of the stages (the

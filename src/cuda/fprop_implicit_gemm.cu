@@ -820,15 +820,20 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       }
     }
   }
-  // (CONVT_WG_HFIRST=1, opt-in, to be measured: more H taps a K step where a tile's boxes
-  // then hold at most 70% of the rows, with a channel block of at least 64 bytes and as
-  // many stages as the step above, up to 3; not where planes stack. A step of hb H taps
-  // loads a box of rows + (hb - 1) x the H tap offset, ceil(H taps / hb) times a channel
-  // block, so where a tile has several rows its box bytes fall with hb: kb73 in float32
-  // (11 rows, 2 H taps) 32 channels x 1 H tap -> 16 x 2, 22 -> 12 rows a channel, boxes
-  // 4.8 -> 2.6 GB through L2, whose throughput bounds it. =2: channel blocks of 32 bytes
-  // too: kb70 in float32, 8 channels x 3 H taps where 16 x 2 loads 12 rows a block, 7.)
-  const int hfirst_env = wg_env_int_or("CONVT_WG_HFIRST", 0);
+  // More H taps a K step where a tile's boxes then hold at most 70% of the rows, with a
+  // channel block of at least 64 bytes and as many stages as the step above, up to 3; not
+  // where planes stack. A step of hb H taps loads a box of rows + (hb - 1) x the H tap
+  // offset, ceil(H taps / hb) times a channel block, so where a tile has several rows its
+  // box bytes fall with hb: kb73 in float32 (11 rows, 2 H taps) 32 channels x 1 H tap ->
+  // 16 x 2, 22 -> 12 rows a channel, boxes 4.8 -> 2.6 GB through L2, whose throughput bounds
+  // it. Measured on an H100 (docs/kernels.md, "More H taps a K step", GPU time, against the
+  // planner's step): 1.056x in float32 and 1.012x in bfloat16 over 202 fuzzed layers
+  // (scripts/suites/hfirst_fuzz.json; 70 / 36 faster, 19 / 16 slower by more than 3%),
+  // KernelBench 1.008x / 1.00x (kb73 1.06x), the models suites 1.00x-1.015x.
+  // CONVT_WG_HFIRST=0 turns it off; =2 takes channel blocks of 32 bytes too (kb70 in float32
+  // 8 channels x 3 H taps where 16 x 2 loads 12 rows a block, 7): 1.050x / 1.003x on the
+  // same draw with 47 / 58 layers slower, kb70 0.91x.
+  const int hfirst_env = wg_env_int_or("CONVT_WG_HFIRST", 1);
   if (copies == 1 && hb_env <= 0 && plan.wg_stack == 1 && (hfirst_env == 1 || hfirst_env == 2)) {
     const ImplicitGemmFpropPlan chosen = plan;
     auto box_rows = [&](int64_t hbox, int64_t hb) { return (tmax[1] + hb - 1) / hb * hbox; };
@@ -1479,7 +1484,8 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
     // "W phase pairs in float32", GPU time, against each phase's own tiles) 1.13x over 60
     // fuzzed layers whose plan they change (scripts/suites/f32_pairs_fuzz.json; 41 faster,
     // 9 slower, down to 0.56x on 1-D layers of 200-300 input channels), kb73 1.14x, kb72
-    // 1.17x, the models suite 1.00x (CenterNet's depthwise layer 1.16x). Where every W phase
+    // 1.17x, the models suite 1.00x (CenterNet's depthwise layer 1.16x); not on 1-D layers
+    // (below). Where every W phase
     // has one tap (kernel 2, stride 2) the pairs run whatever the rules: 1.07x-1.78x against
     // zeros along W or the TMA kernel on five such layers of 16 or 32 channels, 1-D to 3-D
     // (scripts/suites/one_tap.json). Not in split TF32 where a W phase has several taps (not
@@ -1511,8 +1517,12 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
         plan_wgmma_tile(p, m, false, false, true);
         const bool cm = m.wg && m.wg_nc == 0;
         // (Not where CONVT_WG_RAW=1 asks for the input read in place, which the pairs do
-        // not run: that opt-in keeps the tiles it ran on before.)
-        const bool f32_more = f32 && !cm && !one_tap_each && !plan.split &&
+        // not run: that opt-in keeps the tiles it ran on before. Not where the output is a
+        // single row (1-D layers): measured on an H100, the phases' own tiles ran 1.53x
+        // faster over 52 fuzzed 1-D layers whose plan the pairs changed
+        // (scripts/suites/f32_pairs_1d.json; 37 faster, 14 slower by more than 3%).)
+        const int64_t rows_out = p.output_size(0) * p.output_size(1);
+        const bool f32_more = f32 && !cm && !one_tap_each && !plan.split && rows_out > 1 &&
                               wg_env_int_or("CONVT_WG_F32_PAIRS", 1) != 0 &&
                               wg_env_int_or("CONVT_WG_RAW", -1) != 1;
         const bool take = cm ? cm_pairs_ok : !f32 || one_tap_each || f32_more;

@@ -1678,9 +1678,10 @@ TEST(CudaPlanner, SixteenBitLayersOnWgmmaWhateverTheReduction) {
 
 // Float32 as TF32 on the W phase pairs of position-major tiles (at most 32 output channels a
 // group, W stride 2) wherever they can run (CONVT_WG_F32_PAIRS, 1 by default, 0: only where
-// every W phase has one tap): the plans differ only in such layers, where the default's wgmma
-// plans run the pairs and split TF32 and 16-bit types do not move; with the input read in
-// place asked for (CONVT_WG_RAW=1), the rule changes no plan.
+// every W phase has one tap): the plans differ only in such layers with an output of several
+// rows (not 1-D ones), where the default's wgmma plans run the pairs and split TF32 and 16-bit
+// types do not move; with the input read in place asked for (CONVT_WG_RAW=1), the rule
+// changes no plan.
 TEST(CudaPlanner, Float32PairsWhereverTheyRun) {
   int paired = 0;
   for_each_drawn(20261130, {96, 40, 8, 4, 64, 4000, 5, 2, false}, 400,
@@ -1705,6 +1706,8 @@ TEST(CudaPlanner, Float32PairsWhereverTheyRun) {
     EXPECT_EQ(p.stride[2], 2);
     EXPECT_LE(p.out_channels_per_group(), 32);
     EXPECT_EQ(old_d.find("W phase pairs"), std::string::npos) << old_d;
+    // (Not where the output is a single row: 1-D layers keep the phases' own tiles.)
+    EXPECT_GT(p.output_size(0) * p.output_size(1), 1) << now_d;
     if (now.wg) {
       EXPECT_TRUE(now.wg_wpairs) << now_d;
       ++paired;
@@ -1713,7 +1716,7 @@ TEST(CudaPlanner, Float32PairsWhereverTheyRun) {
   EXPECT_GT(paired, 5);
 }
 
-// More H taps a K step where the boxes shrink (CONVT_WG_HFIRST=1 or 2, opt-in): a plan it
+// More H taps a K step where the boxes shrink (CONVT_WG_HFIRST=1, the default, or 2): a plan it
 // changes keeps its tile (positions, rows, no stacked planes, not split TF32) and takes more
 // H taps with a channel block of at least 64 bytes (=2: 32), its boxes loading at most 70%
 // of the rows they did (ceil(H taps / H taps a step) x box rows a channel block), or goes
@@ -1724,8 +1727,19 @@ TEST(CudaPlanner, MoreHTapsWhereTheBoxesShrink) {
   int changed = 0, narrow = 0;
   for_each_drawn(20261131, {192, 192, 4, 8, 64, 4000, 5, 3, false}, 500,
                  [&](const Problem& p, const ExecOptions& o) {
-    const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(p, o);
-    const std::string dflt_d = convt::cuda::describe_plan_without_device(p, o);
+    Plan dflt;
+    std::string dflt_d;
+    {
+      const ScopedEnv off("CONVT_WG_HFIRST", "0");
+      dflt = convt::cuda::plan_implicit_gemm_fprop(p, o);
+      dflt_d = convt::cuda::describe_plan_without_device(p, o);
+    }
+    if (std::getenv("CONVT_WG_HFIRST") == nullptr) {
+      // (=1 is the default.)
+      const std::string unset_d = convt::cuda::describe_plan_without_device(p, o);
+      const ScopedEnv on("CONVT_WG_HFIRST", "1");
+      EXPECT_EQ(unset_d, convt::cuda::describe_plan_without_device(p, o));
+    }
     for (const int v : {1, 2}) {
       const ScopedEnv env("CONVT_WG_HFIRST", std::to_string(v).c_str());
       const Plan hf = convt::cuda::plan_implicit_gemm_fprop(p, o);

@@ -247,6 +247,7 @@ def test_dispatch_audit_suite_is_the_generators_output(tmp_path):
                                              ("reduction16_fuzz2", 51, {1, 2}),
                                              ("f32_pairs_fuzz", 60, {1, 2, 3}),
                                              ("hfirst_fuzz", 202, {2, 3}),
+                                             ("hfirst_fuzz2", 144, {2, 3}),
                                              ("f32_pairs_1d", 52, {1})])
 def test_dispatch_draws_are_layers_of_their_pools(tmp_path, name, count, dims):
     """scripts/suites/f32_tma_fuzz.json, volumes_fuzz.json, planes_fuzz.json,
@@ -255,7 +256,8 @@ def test_dispatch_draws_are_layers_of_their_pools(tmp_path, name, count, dims):
     volume rule changes, two draws of 2-D layers the float32 plane rule is checked on, two of
     16-bit layers the reduction rule gave the TMA kernel, float32 layers whose plan the W
     phase pairs change (two draws: f32_pairs_fuzz.json, f32_pairs_1d.json), layers whose
-    plan more H taps a K step change (hfirst_fuzz.json);
+    plan more H taps a K step change (hfirst_fuzz.json, and hfirst_fuzz2.json drawn after
+    the rule was picked);
     docs/kernels.md, "Volumes on the wgmma kernel whatever the reduction") hold only layers
     of the pool their description's scripts/fuzz_suite.py command draws, unchanged and in
     the pool's order; no two share a layer."""
@@ -288,7 +290,7 @@ def test_dispatch_draws_differ():
     draws = [{key(c) for c in load_suite(root / f"{n}.json").cases}
              for n in ("f32_tma_fuzz", "volumes_fuzz", "planes_fuzz", "planes_fuzz2",
                        "reduction16_fuzz", "reduction16_fuzz2", "f32_pairs_fuzz",
-                       "hfirst_fuzz", "f32_pairs_1d")]
+                       "hfirst_fuzz", "hfirst_fuzz2", "f32_pairs_1d")]
     for i, a in enumerate(draws):
         for b in draws[i + 1:]:
             assert not a & b
