@@ -852,6 +852,41 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       }
     if (!better) plan = chosen;
   }
+  // The raw pieces the transposition's ring gets at `stages` stages of the plan's K step
+  // (at most kXpMaxPieces, CONVT_WG_XP_RING or two K steps' worth).
+  auto xp_pieces = [&](int64_t stages) {
+    const int64_t hp = std::min<int64_t>(wg::xp_piece_rows(plan.wg_bk, int(e)), plan.wg_hbox);
+    const int64_t piece = hp * plan.wg_bk * wg::kXpCols * e;
+    const int64_t per_step = wg::xp_chunks(plan.wg_wbox) * ((plan.wg_hbox + hp - 1) / hp);
+    const int64_t ring_env =
+        std::min<int64_t>(wg_env_int("CONVT_WG_XP_RING"), wg::kXpMaxPieces);
+    const int64_t ring_cap = ring_env > 0 ? ring_env : 2 * per_step;
+    const int64_t left = stage_budget - stages * plan.wg_stage_bytes - wg::kXpMetaBytes - 1024;
+    return std::min<int64_t>({left / piece, ring_cap, int64_t(wg::kXpMaxPieces)});
+  };
+  // (CONVT_WG_XP_HFULL=1, opt-in, to be measured: in float32 as TF32, where the K step
+  // leaves out some H taps, a step of every H tap with a channel block down to 32 bytes
+  // where the input transposed in the kernel (below) then runs with as many stages: the
+  // transposition keeps up in float only where each input element is transposed once per
+  // tile, so an H-complete step is what removes the input copy, which reads and writes the
+  // whole input once more. kb71 in float32 (32 -> 32 channels, 3 x 3, 512 x 1024): 32
+  // channels x 1 H tap with the copy -> 8 x 3 transposed in the kernel; 1.28x in the
+  // measurement of CONVT_WG_HFIRST=2, which made the same step.)
+  const bool hfull_asked = wg_env_int_or("CONVT_WG_XP_HFULL", 0) == 1;
+  bool hfull = false;
+  ImplicitGemmFpropPlan before_hfull = plan;
+  if (hfull_asked && e == 4 && copies == 1 && !raw && xp_ok && fold == 1 && !two_wg &&
+      hb_env <= 0 && plan.wg_stack == 1 && plan.wg_hb < tmax[1] && tmax[0] == 1 &&
+      p.stride[0] * p.stride[1] * p.stride[2] == 1) {
+    for (int64_t bk : bks) {
+      if (!bk_allowed(bk) || !try_step(bk, tmax[1], before_hfull.wg_stages)) continue;
+      if (xp_pieces(plan.wg_stages) >= wg::kXpMinPieces) {
+        hfull = true;
+        break;
+      }
+    }
+    if (!hfull) plan = before_hfull;
+  }
   // The input transposed in the kernel (ImplicitGemmFpropPlan::wg_xp: 16-bit types and TF32,
   // unfolded tiles): the tile and K step stay the copy's, and the raw pieces' ring takes the shared
   // memory their stages leave (stages of the copy's given up for it down to two), at least
@@ -917,6 +952,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       }
     }
   }
+  // (The H-complete step without the transposition would be only a narrower step.)
+  if (hfull && !plan.wg_xp) plan = before_hfull;
   plan.wg_fold = fold;
   plan.wg_scatter = scatter;
   plan.wg_sc_clo = int(sc_clo);

@@ -1803,6 +1803,62 @@ TEST(CudaPlanner, MoreHTapsWhereTheBoxesShrink) {
   EXPECT_EQ(bk[2][1], 8);
 }
 
+// An H-complete K step transposed in the kernel (CONVT_WG_XP_HFULL=1, opt-in): a plan it
+// changes is float32 as TF32 on an unstrided layer with one D tap, keeps its tile, takes
+// every H tap with a channel block of at least 32 bytes and as many stages as before, and
+// transposes the input in the kernel where the default copied it; kb71 in float32 takes 8
+// channels x 3 H taps.
+TEST(CudaPlanner, HCompleteStepsWhereTheKernelTransposes) {
+  using convt::test::make_problem;
+  int changed = 0, transposed = 0;
+  for_each_drawn(20261132, {256, 96, 4, 8, 64, 4000, 5, 1, false}, 3000,
+                 [&](const Problem& p, const ExecOptions& o) {
+    const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(p, o);
+    const std::string dflt_d = convt::cuda::describe_plan_without_device(p, o);
+    const ScopedEnv env("CONVT_WG_XP_HFULL", "1");
+    const Plan hf = convt::cuda::plan_implicit_gemm_fprop(p, o);
+    const std::string hf_d = convt::cuda::describe_plan_without_device(p, o);
+    if (hf_d == dflt_d) return;
+    ++changed;
+    EXPECT_EQ(p.dtype, DType::kFloat32);
+    EXPECT_EQ(o.math, MathMode::kAllowTF32);
+    EXPECT_EQ(p.stride[0] * p.stride[1] * p.stride[2], 1);
+    ASSERT_TRUE(dflt.wg && hf.wg) << dflt_d << " -> " << hf_d;
+    EXPECT_FALSE(dflt.wg_xp) << dflt_d;
+    if (!hf.wg_xp) {
+      // (Layers of few tiles: the one-warpgroup tile the step let transpose in the kernel
+      // kept the planner from two warpgroups, and a smaller N that fills the machine, on
+      // which the step does not fit, then replaced it.)
+      EXPECT_LT(hf.wg_n * (hf.wg_coop ? 2 : 1), dflt.wg_n * (dflt.wg_coop ? 2 : 1))
+          << dflt_d << " -> " << hf_d;
+      EXPECT_EQ(hf.wg_hb, dflt.wg_hb) << hf_d;
+      return;
+    }
+    EXPECT_EQ(hf.wg_tmax[0], 1);
+    EXPECT_EQ(hf.wg_hb, hf.wg_tmax[1]) << hf_d;
+    EXPECT_LT(dflt.wg_hb, dflt.wg_tmax[1]) << dflt_d;
+    EXPECT_GE(hf.wg_bk * 4, 32) << hf_d;
+    EXPECT_GE(hf.wg_stages, std::min(dflt.wg_stages, 2)) << hf_d;
+    EXPECT_EQ(hf.wg_n, dflt.wg_n);
+    EXPECT_EQ(hf.wg_rows, dflt.wg_rows);
+    ++transposed;
+  });
+  EXPECT_GT(transposed, 5);
+  EXPECT_GE(changed, transposed);
+  Problem kb71 = make_problem(2, 8, 32, 32, 1, {512, 1024, 1}, {3, 3, 1}, {1, 1, 1}, {0, 0, 0},
+                              {0, 0, 0}, {1, 1, 1}, false);
+  kb71.dtype = DType::kFloat32;
+  const Problem c71 = kb71.canonical3d();
+  const ExecOptions o;
+  const Plan before = convt::cuda::plan_implicit_gemm_fprop(c71, o);
+  EXPECT_FALSE(before.wg_xp);
+  const ScopedEnv env("CONVT_WG_XP_HFULL", "1");
+  const Plan after = convt::cuda::plan_implicit_gemm_fprop(c71, o);
+  EXPECT_TRUE(after.wg_xp);
+  EXPECT_EQ(after.wg_hb, 3);
+  EXPECT_EQ(after.wg_bk, 8);
+}
+
 // Float32 as TF32 on the wgmma kernel with pair-aligned layouts (CONVT_WG_F32_ALIGNED=R, by
 // default 4, 0: off; 0.001: every layer of the class; CONVT_WG_F32_DH_TAPS=T, by default 4,
 // 0: without), exactly where the dispatch gives the TMA kernel to an unstrided layer of 17-32
