@@ -91,6 +91,9 @@ struct ImplicitGemmFpropPlan {
   // before writing it, so that the loads' latency overlaps the consumers' use of the stage
   // instead of following it.
   bool wg_xp_early = false;
+  // (The transposition reached by an H-complete K step in float32, CONVT_WG_XP_HFULL=1: the
+  // planner still weighs two consumer warpgroups with the copy against it.)
+  bool wg_xp_hfull = false;
   // W taps folded into N (position-major tiles): wgmma's N is wg_nc x wg_fold columns, one
   // per (W tap, channel), over wg_n = wg::fold_positions(wg_nc, wg_fold) positions; 1: not
   // folded.
