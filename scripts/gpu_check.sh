@@ -24,7 +24,7 @@
 #   bash scripts/gpu_check.sh install f32-pairs-1d-ab   # those pairs on 1-D layers, against without
 #   bash scripts/gpu_check.sh install hfirst-ab   # more H taps a K step where the boxes shrink (CONVT_WG_HFIRST)
 #   bash scripts/gpu_check.sh install hfirst-held-ab   # the same, the default against off, on a later draw
-#   bash scripts/gpu_check.sh install xp-hfull-ab   # float32 H-complete K steps transposed in the kernel (CONVT_WG_XP_HFULL)
+#   bash scripts/gpu_check.sh install xp-hfull-ab   # float32 H-complete K steps transposed in the kernel, on against off (CONVT_WG_XP_HFULL)
 #   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
 #   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
 #   NCU_CASE="kb71 --dtype bf16;CONVT_WG_WV=114 kb71 --dtype bf16" NCU_KERNEL=fprop_wgmma \
@@ -669,21 +669,20 @@ if has hfirst-held-ab; then
   python3 scripts/ab_summary.py "$OUT/hfirst-held.log" | tee -a "$SUMMARY"
 fi
 if has xp-hfull-ab; then
-  # An H-complete K step transposed in the kernel in float32 (CONVT_WG_XP_HFULL=1, opt-in)
-  # against the planner's step with the input copy: the fuzzed layers it changes
+  # The float32 H-complete K step transposed in the kernel (CONVT_WG_XP_HFULL=1, the default)
+  # against the planner's step with the input copy (=0): the fuzzed layers it changes
   # (scripts/suites/xp_hfull_fuzz.json, and xp_hfull_fuzz2.json drawn after the form was
   # chosen; both checked against PyTorch first), KernelBench and the models suite, float32
   # (TF32), GPU time.
   for d in xp_hfull_fuzz xp_hfull_fuzz2; do
-    step "$d-check" env CONVT_WG_XP_HFULL=1 python3 -m convt bench \
-      --suite "scripts/suites/$d.json" --dtype fp32 --reps 1 --warmup 1 \
-      --json "$OUT/$d-check.json" -q
+    step "$d-check" python3 -m convt bench --suite "scripts/suites/$d.json" --dtype fp32 \
+      --reps 1 --warmup 1 --json "$OUT/$d-check.json" -q
     grep -E "geomean|error|mismatch" "$OUT/$d-check.log" | tail -4 | tee -a "$SUMMARY"
   done
   for s in fuzz:scripts/suites/xp_hfull_fuzz.json fuzz2:scripts/suites/xp_hfull_fuzz2.json \
            kb:kernelbench models:models; do
     step "xp-hfull-${s%%:*}" python3 scripts/env_ab.py --suite "${s#*:}" --dtype fp32 \
-      --rounds 2 --gpu-time base= hfull=CONVT_WG_XP_HFULL=1
+      --rounds 2 --gpu-time base= off=CONVT_WG_XP_HFULL=0
     python3 scripts/ab_summary.py "$OUT/xp-hfull-${s%%:*}.log" | tee -a "$SUMMARY"
   done
 fi

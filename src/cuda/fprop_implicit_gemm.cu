@@ -864,15 +864,19 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     const int64_t left = stage_budget - stages * plan.wg_stage_bytes - wg::kXpMetaBytes - 1024;
     return std::min<int64_t>({left / piece, ring_cap, int64_t(wg::kXpMaxPieces)});
   };
-  // (CONVT_WG_XP_HFULL=1, opt-in, to be measured: in float32 as TF32, where the K step
-  // leaves out some H taps, a step of every H tap with a channel block down to 32 bytes
-  // where the input transposed in the kernel (below) then runs with as many stages: the
-  // transposition keeps up in float only where each input element is transposed once per
-  // tile, so an H-complete step is what removes the input copy, which reads and writes the
-  // whole input once more. kb71 in float32 (32 -> 32 channels, 3 x 3, 512 x 1024): 32
-  // channels x 1 H tap with the copy -> 8 x 3 transposed in the kernel; 1.28x in the
-  // measurement of CONVT_WG_HFIRST=2, which made the same step.)
-  const bool hfull_asked = wg_env_int_or("CONVT_WG_XP_HFULL", 0) == 1;
+  // In float32 as TF32, where the K step leaves out some H taps, a step of every H tap with
+  // a channel block down to 32 bytes where the input transposed in the kernel (below) then
+  // runs with as many stages: the transposition keeps up in float only where each input
+  // element is transposed once per tile, so an H-complete step is what removes the input
+  // copy, which reads and writes the whole input once more. kb71 in float32 (32 -> 32
+  // channels, 3 x 3, 512 x 1024): 32 channels x 1 H tap with the copy -> 8 x 3 transposed in
+  // the kernel. Measured on an H100 (docs/kernels.md, "The input transposed in the kernel",
+  // GPU time, against the copy): 1.15x over the 49 fuzzed layers it changes in
+  // scripts/suites/xp_hfull_fuzz.json (34 faster, 8 slower by more than 3%), 1.146x over the
+  // 59 of a draw made after (xp_hfull_fuzz2.json; 42 faster, 10 slower), kb71 1.30x, the
+  // models suite unchanged. Two warpgroups with the copy, where the planner takes them, stay
+  // (plan_wgmma_tile). CONVT_WG_XP_HFULL=0 turns it off.
+  const bool hfull_asked = wg_env_int_or("CONVT_WG_XP_HFULL", 1) != 0;
   bool hfull = false;
   ImplicitGemmFpropPlan before_hfull = plan;
   if (hfull_asked && e == 4 && copies == 1 && !raw && xp_ok && fold == 1 && !two_wg &&
@@ -1132,8 +1136,8 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
   const int coop_env = ce != nullptr && (ce[0] == '0' || ce[0] == '1') ? ce[0] - '0' : -1;
   plan_wgmma_tile_capped(p, plan, raw, wmerge, wpairs, xp_ok, 0, coop_env == 1);
   // (Two warpgroups with the copy beat the float32 H-complete step transposed in the
-  // kernel: 0.76x over the 27 layers of scripts/suites/xp_hfull_fuzz.json where it took
-  // their place.)
+  // kernel: it ran 0.76x as fast over the 27 layers of scripts/suites/xp_hfull_fuzz.json
+  // where it took their place.)
   if (coop_env == -1 && plan.wg && (!plan.wg_xp || plan.wg_xp_hfull) && plan.wg_nc == 0) {
     ImplicitGemmFpropPlan c = in;
     plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, 0, true);

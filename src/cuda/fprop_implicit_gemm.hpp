@@ -91,7 +91,7 @@ struct ImplicitGemmFpropPlan {
   // before writing it, so that the loads' latency overlaps the consumers' use of the stage
   // instead of following it.
   bool wg_xp_early = false;
-  // (The transposition reached by an H-complete K step in float32, CONVT_WG_XP_HFULL=1: the
+  // (The transposition reached by an H-complete K step in float32, CONVT_WG_XP_HFULL: the
   // planner still weighs two consumer warpgroups with the copy against it.)
   bool wg_xp_hfull = false;
   // W taps folded into N (position-major tiles): wgmma's N is wg_nc x wg_fold columns, one

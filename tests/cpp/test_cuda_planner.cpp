@@ -1803,18 +1803,29 @@ TEST(CudaPlanner, MoreHTapsWhereTheBoxesShrink) {
   EXPECT_EQ(bk[2][1], 8);
 }
 
-// An H-complete K step transposed in the kernel (CONVT_WG_XP_HFULL=1, opt-in): a plan it
-// changes is float32 as TF32 on an unstrided layer with one D tap, keeps its tile, takes
-// every H tap with a channel block of at least 32 bytes and as many stages as before, and
-// transposes the input in the kernel where the default copied it; kb71 in float32 takes 8
-// channels x 3 H taps.
+// An H-complete K step transposed in the kernel (CONVT_WG_XP_HFULL, 1 by default, 0: off): a
+// plan it changes is float32 as TF32 on an unstrided layer with one D tap, keeps its tile,
+// takes every H tap with a channel block of at least 32 bytes and as many stages as before,
+// and transposes the input in the kernel where the step without it copied it; kb71 in
+// float32 takes 8 channels x 3 H taps.
 TEST(CudaPlanner, HCompleteStepsWhereTheKernelTransposes) {
   using convt::test::make_problem;
   int changed = 0, transposed = 0;
   for_each_drawn(20261132, {256, 96, 4, 8, 64, 4000, 5, 1, false}, 3000,
                  [&](const Problem& p, const ExecOptions& o) {
-    const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(p, o);
-    const std::string dflt_d = convt::cuda::describe_plan_without_device(p, o);
+    if (std::getenv("CONVT_WG_XP_HFULL") == nullptr) {
+      // (=1 is the default.)
+      const std::string unset_d = convt::cuda::describe_plan_without_device(p, o);
+      const ScopedEnv on("CONVT_WG_XP_HFULL", "1");
+      EXPECT_EQ(unset_d, convt::cuda::describe_plan_without_device(p, o));
+    }
+    Plan dflt;
+    std::string dflt_d;
+    {
+      const ScopedEnv off("CONVT_WG_XP_HFULL", "0");
+      dflt = convt::cuda::plan_implicit_gemm_fprop(p, o);
+      dflt_d = convt::cuda::describe_plan_without_device(p, o);
+    }
     const ScopedEnv env("CONVT_WG_XP_HFULL", "1");
     const Plan hf = convt::cuda::plan_implicit_gemm_fprop(p, o);
     const std::string hf_d = convt::cuda::describe_plan_without_device(p, o);
@@ -1850,7 +1861,11 @@ TEST(CudaPlanner, HCompleteStepsWhereTheKernelTransposes) {
   kb71.dtype = DType::kFloat32;
   const Problem c71 = kb71.canonical3d();
   const ExecOptions o;
-  const Plan before = convt::cuda::plan_implicit_gemm_fprop(c71, o);
+  Plan before;
+  {
+    const ScopedEnv off("CONVT_WG_XP_HFULL", "0");
+    before = convt::cuda::plan_implicit_gemm_fprop(c71, o);
+  }
   EXPECT_FALSE(before.wg_xp);
   const ScopedEnv env("CONVT_WG_XP_HFULL", "1");
   const Plan after = convt::cuda::plan_implicit_gemm_fprop(c71, o);
