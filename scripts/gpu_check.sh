@@ -671,16 +671,16 @@ fi
 if has xp-hfull-ab; then
   # The float32 H-complete K step transposed in the kernel (CONVT_WG_XP_HFULL=1, the default)
   # against the planner's step with the input copy (=0): the fuzzed layers it changes
-  # (scripts/suites/xp_hfull_fuzz.json, and xp_hfull_fuzz2.json drawn after the form was
-  # chosen; both checked against PyTorch first), KernelBench and the models suite, float32
-  # (TF32), GPU time.
-  for d in xp_hfull_fuzz xp_hfull_fuzz2; do
+  # (scripts/suites/xp_hfull_fuzz.json; xp_hfull_fuzz2.json, drawn after the form was
+  # chosen; xp_hfull_fuzz3.json, drawn after its bound on the box rows was; each checked
+  # against PyTorch first), KernelBench and the models suite, float32 (TF32), GPU time.
+  for d in xp_hfull_fuzz xp_hfull_fuzz2 xp_hfull_fuzz3; do
     step "$d-check" python3 -m convt bench --suite "scripts/suites/$d.json" --dtype fp32 \
       --reps 1 --warmup 1 --json "$OUT/$d-check.json" -q
     grep -E "geomean|error|mismatch" "$OUT/$d-check.log" | tail -4 | tee -a "$SUMMARY"
   done
   for s in fuzz:scripts/suites/xp_hfull_fuzz.json fuzz2:scripts/suites/xp_hfull_fuzz2.json \
-           kb:kernelbench models:models; do
+           fuzz3:scripts/suites/xp_hfull_fuzz3.json kb:kernelbench models:models; do
     step "xp-hfull-${s%%:*}" python3 scripts/env_ab.py --suite "${s#*:}" --dtype fp32 \
       --rounds 2 --gpu-time base= off=CONVT_WG_XP_HFULL=0
     python3 scripts/ab_summary.py "$OUT/xp-hfull-${s%%:*}.log" | tee -a "$SUMMARY"

@@ -875,13 +875,18 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // scripts/suites/xp_hfull_fuzz.json (34 faster, 8 slower by more than 3%), 1.146x over the
   // 59 of a draw made after (xp_hfull_fuzz2.json; 42 faster, 10 slower), kb71 1.30x, the
   // models suite unchanged. Two warpgroups with the copy, where the planner takes them, stay
-  // (plan_wgmma_tile). CONVT_WG_XP_HFULL=0 turns it off.
+  // (plan_wgmma_tile). Only where the step's box holds at most twice the tile's rows: each
+  // input row is transposed by as many tiles as the box has rows per tile row, and over
+  // both draws the layers of at most 2 ran 1.23x and 1.27x (58 of 64 faster, one slower),
+  // those of more 1.03x and 0.99x (18 of 44 faster, 17 slower). CONVT_WG_XP_HFULL=0 turns
+  // it off.
   const bool hfull_asked = wg_env_int_or("CONVT_WG_XP_HFULL", 1) != 0;
   bool hfull = false;
   ImplicitGemmFpropPlan before_hfull = plan;
   if (hfull_asked && e == 4 && copies == 1 && !raw && xp_ok && fold == 1 && !two_wg &&
       hb_env <= 0 && plan.wg_stack == 1 && plan.wg_hb < tmax[1] && tmax[0] == 1 &&
-      p.stride[0] * p.stride[1] * p.stride[2] == 1) {
+      p.stride[0] * p.stride[1] * p.stride[2] == 1 &&
+      best_rows + (tmax[1] - 1) * doff[1] <= 2 * best_rows) {
     for (int64_t bk : bks) {
       if (!bk_allowed(bk) || !try_step(bk, tmax[1], before_hfull.wg_stages)) continue;
       if (xp_pieces(plan.wg_stages) >= wg::kXpMinPieces) {

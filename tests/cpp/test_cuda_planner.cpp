@@ -1806,8 +1806,8 @@ TEST(CudaPlanner, MoreHTapsWhereTheBoxesShrink) {
 // An H-complete K step transposed in the kernel (CONVT_WG_XP_HFULL, 1 by default, 0: off): a
 // plan it changes is float32 as TF32 on an unstrided layer with one D tap, keeps its tile,
 // takes every H tap with a channel block of at least 32 bytes and as many stages as before,
-// and transposes the input in the kernel where the step without it copied it; kb71 in
-// float32 takes 8 channels x 3 H taps.
+// with a box of at most twice the tile's rows, and transposes the input in the kernel where
+// the step without it copied it; kb71 in float32 takes 8 channels x 3 H taps.
 TEST(CudaPlanner, HCompleteStepsWhereTheKernelTransposes) {
   using convt::test::make_problem;
   int changed = 0, transposed = 0;
@@ -1849,6 +1849,7 @@ TEST(CudaPlanner, HCompleteStepsWhereTheKernelTransposes) {
     EXPECT_EQ(hf.wg_hb, hf.wg_tmax[1]) << hf_d;
     EXPECT_LT(dflt.wg_hb, dflt.wg_tmax[1]) << dflt_d;
     EXPECT_GE(hf.wg_bk * 4, 32) << hf_d;
+    EXPECT_LE(hf.wg_hbox, 2 * hf.wg_rows) << hf_d;
     EXPECT_GE(hf.wg_stages, std::min(dflt.wg_stages, 2)) << hf_d;
     EXPECT_EQ(hf.wg_n, dflt.wg_n);
     EXPECT_EQ(hf.wg_rows, dflt.wg_rows);
