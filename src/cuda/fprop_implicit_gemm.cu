@@ -879,17 +879,25 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // input row is transposed by as many tiles as the box has rows per tile row, and over
   // both draws the layers of at most 2 ran 1.23x and 1.27x (58 of 64 faster, one slower),
   // those of more 1.03x and 0.99x (18 of 44 faster, 17 slower). CONVT_WG_XP_HFULL=0 turns
-  // it off.
-  const bool hfull_asked = wg_env_int_or("CONVT_WG_XP_HFULL", 1) != 0;
+  // it off. (=2, opt-in, to be measured: 16-bit types too, where the transposition runs
+  // with H-incomplete steps and so transposes each input row once per H tap step: kb71 in
+  // bfloat16 32 channels x 1 H tap -> 16 x 3, boxes 824 -> 549 MB, 1.12x in the
+  // measurement of CONVT_WG_HFIRST=2, which made the same step.)
+  const int hfull_env = wg_env_int_or("CONVT_WG_XP_HFULL", 1);
   bool hfull = false;
   ImplicitGemmFpropPlan before_hfull = plan;
-  if (hfull_asked && e == 4 && copies == 1 && !raw && xp_ok && fold == 1 && !two_wg &&
+  // (In 16-bit types only where the step as planned transposes in the kernel already, with
+  // at least two stages: the copy's plans, which may take two warpgroups, stay.)
+  if (hfull_env != 0 && (e == 4 || (hfull_env == 2 && xp_pieces(2) >= wg::kXpMinPieces)) &&
+      copies == 1 && !raw && xp_ok && fold == 1 && !two_wg &&
       hb_env <= 0 && plan.wg_stack == 1 && plan.wg_hb < tmax[1] && tmax[0] == 1 &&
       p.stride[0] * p.stride[1] * p.stride[2] == 1 &&
       best_rows + (tmax[1] - 1) * doff[1] <= 2 * best_rows) {
+    // (16-bit types: the transposition gives up stages down to two for its ring, as below.)
+    const int keep = e == 4 ? before_hfull.wg_stages : 2;
     for (int64_t bk : bks) {
-      if (!bk_allowed(bk) || !try_step(bk, tmax[1], before_hfull.wg_stages)) continue;
-      if (xp_pieces(plan.wg_stages) >= wg::kXpMinPieces) {
+      if (!bk_allowed(bk) || !try_step(bk, tmax[1], keep)) continue;
+      if (xp_pieces(keep) >= wg::kXpMinPieces) {
         hfull = true;
         break;
       }
@@ -963,7 +971,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   }
   // (The H-complete step without the transposition would be only a narrower step.)
   if (hfull && !plan.wg_xp) plan = before_hfull;
-  plan.wg_xp_hfull = hfull && plan.wg_xp;
+  // (16-bit types keep the transposition over two warpgroups with the copy, as without.)
+  plan.wg_xp_hfull = hfull && plan.wg_xp && e == 4;
   plan.wg_fold = fold;
   plan.wg_scatter = scatter;
   plan.wg_sc_clo = int(sc_clo);

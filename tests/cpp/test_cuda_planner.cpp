@@ -1873,6 +1873,56 @@ TEST(CudaPlanner, HCompleteStepsWhereTheKernelTransposes) {
   EXPECT_TRUE(after.wg_xp);
   EXPECT_EQ(after.wg_hb, 3);
   EXPECT_EQ(after.wg_bk, 8);
+  // =2 (opt-in): 16-bit types too; a plan it changes against =1 is a 16-bit one that
+  // transposed in the kernel with an H-incomplete step and now does so with every H tap.
+  int sixteen = 0;
+  for_each_drawn(20261133, {256, 96, 4, 8, 64, 4000, 5, 1, false}, 3000,
+                 [&](const Problem& p, const ExecOptions& o) {
+    Plan one, two;
+    std::string one_d, two_d;
+    {
+      const ScopedEnv env("CONVT_WG_XP_HFULL", "1");
+      one = convt::cuda::plan_implicit_gemm_fprop(p, o);
+      one_d = convt::cuda::describe_plan_without_device(p, o);
+    }
+    {
+      const ScopedEnv env("CONVT_WG_XP_HFULL", "2");
+      two = convt::cuda::plan_implicit_gemm_fprop(p, o);
+      two_d = convt::cuda::describe_plan_without_device(p, o);
+    }
+    if (one_d == two_d) return;
+    EXPECT_EQ(p.dtype, DType::kBFloat16);
+    ASSERT_TRUE(one.wg) << one_d << " -> " << two_d;
+    if (!two.wg) {
+      // (Fewer K steps: the dispatch's rule gives such layers the TMA kernel.)
+      EXPECT_NE(two.wg_reason.find(" K steps: the TMA kernel is faster"), std::string::npos)
+          << two.wg_reason;
+      return;
+    }
+    if (!two.wg_xp) {
+      // (As with float: a smaller N that fills the machine took its place.)
+      EXPECT_LT(two.wg_n, one.wg_n) << one_d << " -> " << two_d;
+      return;
+    }
+    EXPECT_TRUE(one.wg_xp) << one_d;
+    EXPECT_LT(one.wg_hb, one.wg_tmax[1]) << one_d;
+    EXPECT_EQ(two.wg_hb, two.wg_tmax[1]) << two_d;
+    EXPECT_LE(two.wg_hbox, 2 * two.wg_rows) << two_d;
+    EXPECT_GE(two.wg_bk * 2, 32) << two_d;
+    ++sixteen;
+  });
+  EXPECT_GE(sixteen, 2);
+  // kb71 in bfloat16: 32 channels x 1 H tap -> 16 x 3, both transposed in the kernel.
+  Problem kb71h = kb71;
+  kb71h.dtype = DType::kBFloat16;
+  const Problem c71h = kb71h.canonical3d();
+  for (const char* v : {"1", "2"}) {
+    const ScopedEnv e2("CONVT_WG_XP_HFULL", v);
+    const Plan h = convt::cuda::plan_implicit_gemm_fprop(c71h, o);
+    EXPECT_TRUE(h.wg_xp) << v;
+    EXPECT_EQ(h.wg_hb, v[0] == '2' ? 3 : 1) << v;
+    EXPECT_EQ(h.wg_bk, v[0] == '2' ? 16 : 32) << v;
+  }
 }
 
 // Float32 as TF32 on the wgmma kernel with pair-aligned layouts (CONVT_WG_F32_ALIGNED=R, by
