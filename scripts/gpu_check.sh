@@ -25,7 +25,7 @@
 #   bash scripts/gpu_check.sh install hfirst-ab   # more H taps a K step where the boxes shrink (CONVT_WG_HFIRST)
 #   bash scripts/gpu_check.sh install hfirst-held-ab   # the same, the default against off, on a later draw
 #   bash scripts/gpu_check.sh install xp-hfull-ab   # float32 H-complete K steps transposed in the kernel, on against off (CONVT_WG_XP_HFULL)
-#   bash scripts/gpu_check.sh install xp-hfull16-ab   # the same in 16-bit types (CONVT_WG_XP_HFULL=2) against float32 only
+#   bash scripts/gpu_check.sh install xp-hfull16-ab   # the same in 16-bit types (CONVT_WG_XP_HFULL=2, the default) against float32 only
 #   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
 #   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
 #   NCU_CASE="kb71 --dtype bf16;CONVT_WG_WV=114 kb71 --dtype bf16" NCU_KERNEL=fprop_wgmma \
@@ -689,17 +689,19 @@ if has xp-hfull-ab; then
 fi
 if has xp-hfull16-ab; then
   # The H-complete K step transposed in the kernel in 16-bit types too (CONVT_WG_XP_HFULL=2,
-  # opt-in) against the default (=1, float32 only): the fuzzed layers it changes
-  # (scripts/suites/xp_hfull16_fuzz.json, checked against PyTorch first), KernelBench and the
-  # models suites, bfloat16 and float16, GPU time.
-  step xp-hfull16-check env CONVT_WG_XP_HFULL=2 python3 -m convt bench \
-    --suite scripts/suites/xp_hfull16_fuzz.json --dtype bf16,fp16 --reps 1 --warmup 1 \
-    --json "$OUT/xp-hfull16-check.json" -q
-  grep -E "geomean|error|mismatch" "$OUT/xp-hfull16-check.log" | tail -4 | tee -a "$SUMMARY"
-  for s in fuzz:scripts/suites/xp_hfull16_fuzz.json kb:kernelbench models:models \
-           more:scripts/suites/more_models.json; do
+  # the default) against float32 only (=1): the fuzzed layers it changes
+  # (scripts/suites/xp_hfull16_fuzz.json, and xp_hfull16_fuzz2.json drawn after it was
+  # measured; each checked against PyTorch first), KernelBench and the models suites,
+  # bfloat16 and float16, GPU time.
+  for d in xp_hfull16_fuzz xp_hfull16_fuzz2; do
+    step "$d-check" python3 -m convt bench --suite "scripts/suites/$d.json" --dtype bf16,fp16 \
+      --reps 1 --warmup 1 --json "$OUT/$d-check.json" -q
+    grep -E "geomean|error|mismatch" "$OUT/$d-check.log" | tail -4 | tee -a "$SUMMARY"
+  done
+  for s in fuzz:scripts/suites/xp_hfull16_fuzz.json fuzz2:scripts/suites/xp_hfull16_fuzz2.json \
+           kb:kernelbench models:models more:scripts/suites/more_models.json; do
     step "xp-hfull16-${s%%:*}" python3 scripts/env_ab.py --suite "${s#*:}" --dtype bf16,fp16 \
-      --rounds 2 --gpu-time base= hfull16=CONVT_WG_XP_HFULL=2
+      --rounds 2 --gpu-time base= f32only=CONVT_WG_XP_HFULL=1
     python3 scripts/ab_summary.py "$OUT/xp-hfull16-${s%%:*}.log" | tee -a "$SUMMARY"
   done
 fi

@@ -878,12 +878,16 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // (plan_wgmma_tile). Only where the step's box holds at most twice the tile's rows: each
   // input row is transposed by as many tiles as the box has rows per tile row, and over
   // both draws the layers of at most 2 ran 1.23x and 1.27x (58 of 64 faster, one slower),
-  // those of more 1.03x and 0.99x (18 of 44 faster, 17 slower). CONVT_WG_XP_HFULL=0 turns
-  // it off. (=2, opt-in, to be measured: 16-bit types too, where the transposition runs
-  // with H-incomplete steps and so transposes each input row once per H tap step: kb71 in
-  // bfloat16 32 channels x 1 H tap -> 16 x 3, boxes 824 -> 549 MB, 1.12x in the
-  // measurement of CONVT_WG_HFIRST=2, which made the same step.)
-  const int hfull_env = wg_env_int_or("CONVT_WG_XP_HFULL", 1);
+  // those of more 1.03x and 0.99x (18 of 44 faster, 17 slower); a third draw made after
+  // the bound (xp_hfull_fuzz3.json, 39 layers) ran 1.25x (37 faster, 1 slower).
+  // In 16-bit types too, where the transposition runs with H-incomplete steps and so
+  // transposes each input row once per H tap step: kb71 in bfloat16 32 channels x 1 H tap
+  // -> 16 x 3 (boxes 824 -> 549 MB), kb78 16 x 3 x 7 with its weight tiles resident.
+  // Measured on an H100 (GPU time, against float32 only): 1.108x bfloat16 / 1.112x float16
+  // over the 96 fuzzed layers it changes (xp_hfull16_fuzz.json; 50 faster, 21 slower by
+  // more than 3%, none below 0.91x), kb71 1.12x, kb78 1.14x, the models suites unchanged.
+  // CONVT_WG_XP_HFULL=1 keeps it to float32, =0 turns it off.
+  const int hfull_env = wg_env_int_or("CONVT_WG_XP_HFULL", 2);
   bool hfull = false;
   ImplicitGemmFpropPlan before_hfull = plan;
   // (In 16-bit types only where the step as planned transposes in the kernel already, with

@@ -1803,8 +1803,8 @@ TEST(CudaPlanner, MoreHTapsWhereTheBoxesShrink) {
   EXPECT_EQ(bk[2][1], 8);
 }
 
-// An H-complete K step transposed in the kernel (CONVT_WG_XP_HFULL, 1 by default, 0: off): a
-// plan it changes is float32 as TF32 on an unstrided layer with one D tap, keeps its tile,
+// An H-complete K step transposed in the kernel (CONVT_WG_XP_HFULL, 2 by default, 1: float32
+// only, 0: off): a plan =1 changes is float32 as TF32 on an unstrided layer with one D tap, keeps its tile,
 // takes every H tap with a channel block of at least 32 bytes and as many stages as before,
 // with a box of at most twice the tile's rows, and transposes the input in the kernel where
 // the step without it copied it; kb71 in float32 takes 8 channels x 3 H taps.
@@ -1814,9 +1814,9 @@ TEST(CudaPlanner, HCompleteStepsWhereTheKernelTransposes) {
   for_each_drawn(20261132, {256, 96, 4, 8, 64, 4000, 5, 1, false}, 3000,
                  [&](const Problem& p, const ExecOptions& o) {
     if (std::getenv("CONVT_WG_XP_HFULL") == nullptr) {
-      // (=1 is the default.)
+      // (=2 is the default.)
       const std::string unset_d = convt::cuda::describe_plan_without_device(p, o);
-      const ScopedEnv on("CONVT_WG_XP_HFULL", "1");
+      const ScopedEnv on("CONVT_WG_XP_HFULL", "2");
       EXPECT_EQ(unset_d, convt::cuda::describe_plan_without_device(p, o));
     }
     Plan dflt;
@@ -1873,7 +1873,7 @@ TEST(CudaPlanner, HCompleteStepsWhereTheKernelTransposes) {
   EXPECT_TRUE(after.wg_xp);
   EXPECT_EQ(after.wg_hb, 3);
   EXPECT_EQ(after.wg_bk, 8);
-  // =2 (opt-in): 16-bit types too; a plan it changes against =1 is a 16-bit one that
+  // =2 (the default): 16-bit types too; a plan it changes against =1 is a 16-bit one that
   // transposed in the kernel with an H-incomplete step and now does so with every H tap.
   int sixteen = 0;
   for_each_drawn(20261133, {256, 96, 4, 8, 64, 4000, 5, 1, false}, 3000,
