@@ -32,7 +32,7 @@
 #     bash scripts/gpu_check.sh install ncu-src   # the same under another setting, side by side
 #   bash scripts/gpu_check.sh install bench-strict   # strict float32 forward, 10 runs a side
 #   bash scripts/gpu_check.sh install bench-models   # the layers of published models (--suite models)
-#   bash scripts/gpu_check.sh install host-time   # host time per call on those layers (scripts/host_time.py)
+#   bash scripts/gpu_check.sh install host-time   # host time per call on those layers, and in the bench's interleaving (scripts/host_time.py)
 #   bash scripts/gpu_check.sh install tile-sweep   # the TMA kernel's tiles against its planner
 #   bash scripts/gpu_check.sh build install wgmma   # the TMA kernel on wgmma: tests, sanitizers, timing
 #   bash scripts/gpu_check.sh install owners   # tap-less W phases by their owners, on and off
@@ -948,6 +948,8 @@ if has host-time; then
   # Host time per call on the models suite's layers, convt's C++ entry points apart
   # (HOST_TIME_DTYPE, default bf16).
   step host-time python3 scripts/host_time.py "${HOST_TIME_DTYPE:-bf16}" all --suite models --breakdown
+  # The benchmark's interleaving: convt's host steps after convt, PyTorch and a sleep.
+  step host-time-interleaved python3 scripts/host_time.py fp32 kb72,kb74 --interleaved
 fi
 if has overhead; then
   step overhead python3 scripts/host_overhead.py

@@ -7,6 +7,12 @@ bounds small layers (a call's GPU time is only what its kernels take once the ho
 launched them). Also the wall time of N calls run back to back (max of host and GPU).
 
     python scripts/host_time.py bf16 dcgan_g2,hifigan_up2 --suite models [--calls 200]
+
+--interleaved times convt's calls the benchmark's way instead (the L2 written, a start
+event, the call, an end event, synchronized), each after a convt call, after a PyTorch call
+of the same layer, or after the GPU slept as long as PyTorch's call ran, and splits each
+call's host time into its steps: the Python checks before prepare_forward, prepare_forward,
+the allocations and weight-cache lookup between it and run, and run (the C++ launches).
 """
 import argparse
 import time
@@ -67,6 +73,118 @@ def breakdown(x, w, b, case, calls: int) -> str:
     return ", ".join(f"{k} {host_us(fn, calls):.1f}" for k, fn in parts.items())
 
 
+class _TimedC:
+    """convt._C with prepare_forward and run stamped (perf_counter) on the way in and out."""
+
+    def __init__(self, real):
+        self._real = real
+        self.marks = {}
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def prepare_forward(self, *args):
+        self.marks["prepare"] = time.perf_counter()
+        r = self._real.prepare_forward(*args)
+        self.marks["prepared"] = time.perf_counter()
+        return r
+
+    def run(self, *args):
+        self.marks["run"] = time.perf_counter()
+        self._real.run(*args)
+        self.marks["ran"] = time.perf_counter()
+
+
+def interleaved(run_convt, run_torch, reps: int) -> str:
+    """Medians over reps of convt's host steps (us) and its event time (ms), the
+    benchmark's way, after each kind of preceding call."""
+    import statistics
+
+    from convt import _kernels
+    from convt.bench.timing import L2Flusher
+
+    flush = L2Flusher("cuda")
+    timed = _TimedC(_kernels._C)
+    real = _kernels._C
+    stream = torch.cuda.current_stream()
+    # PyTorch's event time, for the sleep that stands in for its call.
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record(stream)
+    run_torch()
+    e.record(stream)
+    e.synchronize()
+    torch_ms = s.elapsed_time(e)
+    s.record(stream)
+    torch.cuda._sleep(1000000)
+    e.record(stream)
+    e.synchronize()
+    cycles = int(1000000 * torch_ms / max(s.elapsed_time(e), 1e-3))
+    before = {"convt": run_convt, "torch": run_torch,
+              "sleep": lambda: torch.cuda._sleep(cycles)}
+    rows = []
+    _kernels._C = timed
+    try:
+        for name, pre in before.items():
+            steps = {k: [] for k in ("checks", "prepare", "alloc", "run", "after", "total")}
+            gpu = []
+            for _ in range(reps):
+                flush()
+                pre()
+                torch.cuda.synchronize()
+                flush()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                t0 = time.perf_counter()
+                start.record(stream)
+                out = run_convt()
+                end.record(stream)
+                t1 = time.perf_counter()
+                end.synchronize()
+                del out
+                m = timed.marks
+                steps["checks"].append(m["prepare"] - t0)
+                steps["prepare"].append(m["prepared"] - m["prepare"])
+                steps["alloc"].append(m["run"] - m["prepared"])
+                steps["run"].append(m["ran"] - m["run"])
+                steps["after"].append(t1 - m["ran"])
+                steps["total"].append(t1 - t0)
+                gpu.append(start.elapsed_time(end))
+            # The same moment, a fixed piece of pure Python in place of the call: whether the
+            # host runs slower there than in a loop (its state after waiting for the GPU).
+            py = []
+            for _ in range(reps):
+                flush()
+                pre()
+                torch.cuda.synchronize()
+                flush()
+                t0 = time.perf_counter()
+                _python_work()
+                py.append(time.perf_counter() - t0)
+            med = {k: statistics.median(v) * 1e6 for k, v in steps.items()}
+            rows.append(f"after {name:5}: event {statistics.median(gpu):.3f} ms; host us: "
+                        + ", ".join(f"{k} {v:.1f}" for k, v in med.items())
+                        + f"; python work {statistics.median(py) * 1e6:.1f}")
+    finally:
+        _kernels._C = real
+    hot = min(_timed(_python_work) for _ in range(200)) * 1e6
+    return (f"(PyTorch {torch_ms:.3f} ms; the python work {hot:.1f} us in a loop)\n    "
+            + "\n    ".join(rows))
+
+
+def _python_work() -> int:
+    """A fixed few microseconds of interpreter work (dicts, tuples, calls)."""
+    d = {}
+    for i in range(64):
+        d[(i, i & 7)] = len(str(i))
+    return sum(d.values())
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dtype", choices=["fp32", "bf16", "fp16"])
@@ -76,6 +194,10 @@ def main():
     ap.add_argument("--breakdown", action="store_true",
                     help="also convt's C++ calls alone: prepare_forward, and run on a "
                          "prepared call with its output, workspace and weight cache allocated")
+    ap.add_argument("--interleaved", action="store_true",
+                    help="time convt's calls the benchmark's way after each kind of call, "
+                         "with its host steps (see the module doc)")
+    ap.add_argument("--reps", type=int, default=30, help="calls timed with --interleaved")
     args = ap.parse_args()
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     cases = load_suite(args.suite).cases
@@ -108,6 +230,9 @@ def main():
         print(f"{case.id:16} {args.dtype:5} {h[0]:15.1f} {h[1]:8.1f} | {l[0]:15.1f} {l[1]:8.1f}")
         if args.breakdown:
             print("    " + breakdown(x, w, b, case, args.calls))
+        if args.interleaved:
+            with torch.no_grad():
+                print("    " + interleaved(run_convt, run_torch, args.reps))
 
 
 if __name__ == "__main__":

@@ -111,16 +111,25 @@ def cuda_math_mode() -> int:
     torch.compile'd graph (the op is opaque to the compiler, so its kernel reads them when
     the graph runs). A captured CUDA graph keeps the mode that was current at capture.
     """
-    cudnn = torch.backends.cudnn
-    conv = getattr(cudnn, "conv", None)
-    if conv is not None:
-        precision = conv.fp32_precision
+    if _fp32_precision is not None:
+        # (The getters behind those properties, called directly: a call's host time.)
+        precision = _fp32_precision("cuda", "conv")
         if precision == "none":
-            precision = cudnn.fp32_precision
+            precision = _fp32_precision("cuda", "all")
             if precision == "none":
-                precision = torch.backends.fp32_precision
+                precision = _fp32_precision("generic", "all")
         return MATH_ALLOW_TF32 if precision == "tf32" else MATH_STRICT_FP32
-    return MATH_ALLOW_TF32 if cudnn.allow_tf32 else MATH_STRICT_FP32
+    return MATH_ALLOW_TF32 if torch.backends.cudnn.allow_tf32 else MATH_STRICT_FP32
+
+
+# torch._C's getter of the fp32_precision properties (backend, op): that of
+# torch.backends.cudnn.conv is ("cuda", "conv"), of torch.backends.cudnn ("cuda", "all"), of
+# torch.backends ("generic", "all"). None on a torch without the API.
+_fp32_precision = (
+    getattr(torch._C, "_get_fp32_precision_getter", None)
+    if getattr(torch.backends.cudnn, "conv", None) is not None
+    else None
+)
 
 
 try:
