@@ -123,16 +123,21 @@ def interleaved(run_convt, run_torch, reps: int) -> str:
     before = {"convt": run_convt, "torch": run_torch,
               "sleep": lambda: torch.cuda._sleep(cycles)}
     rows = []
+
+    def settle(pre):
+        """The moment the benchmark times a call at: `pre` run and waited for, L2 written."""
+        flush()
+        pre()
+        torch.cuda.synchronize()
+        flush()
+
     _kernels._C = timed
     try:
         for name, pre in before.items():
             steps = {k: [] for k in ("checks", "prepare", "alloc", "run", "after", "total")}
             gpu = []
             for _ in range(reps):
-                flush()
-                pre()
-                torch.cuda.synchronize()
-                flush()
+                settle(pre)
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 t0 = time.perf_counter()
                 start.record(stream)
@@ -153,10 +158,7 @@ def interleaved(run_convt, run_torch, reps: int) -> str:
             # host runs slower there than in a loop (its state after waiting for the GPU).
             py = []
             for _ in range(reps):
-                flush()
-                pre()
-                torch.cuda.synchronize()
-                flush()
+                settle(pre)
                 t0 = time.perf_counter()
                 _python_work()
                 py.append(time.perf_counter() - t0)
