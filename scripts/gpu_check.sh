@@ -32,6 +32,8 @@
 #     bash scripts/gpu_check.sh install ncu-src   # the same under another setting, side by side
 #   bash scripts/gpu_check.sh install bench-strict   # strict float32 forward, 10 runs a side
 #   bash scripts/gpu_check.sh install bench-models   # the layers of published models (--suite models)
+#   bash scripts/gpu_check.sh build tsplit-test install tsplit-ab   # taps split: tests, sanitizers, A/B (CONVT_WG_TSPLIT)
+#   bash scripts/gpu_check.sh install kernel-times   # the GPU's time alone, convt against PyTorch, with each side's kernels
 #   bash scripts/gpu_check.sh install host-time   # host time per call on those layers, and in the bench's interleaving (scripts/host_time.py)
 #   bash scripts/gpu_check.sh install tile-sweep   # the TMA kernel's tiles against its planner
 #   bash scripts/gpu_check.sh build install wgmma   # the TMA kernel on wgmma: tests, sanitizers, timing
@@ -950,6 +952,38 @@ if has host-time; then
   step host-time python3 scripts/host_time.py "${HOST_TIME_DTYPE:-bf16}" all --suite models --breakdown
   # The benchmark's interleaving: convt's host steps after convt, PyTorch and a sleep.
   step host-time-interleaved python3 scripts/host_time.py fp32 kb72,kb74 --interleaved
+fi
+if has tsplit-test; then
+  # Taps split (CONVT_WG_TSPLIT): its tests, the wgmma path's cases with it forced, and the
+  # sanitizers on its tests (quick mode).
+  step tsplit-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*TapsSplit*'
+  grep -E "PASSED|FAILED" "$OUT/tsplit-test.log" | tail -5 | tee -a "$SUMMARY"
+  step tsplit-test-path env CONVT_WG_TSPLIT=1 "$BUILD/tests/cpp/convt_test_cuda" \
+    --gtest_filter='CudaWgmmaPath*:*WgmmaStack*:*WgmmaCoop.*:*SplitK*'
+  grep -E "PASSED|FAILED" "$OUT/tsplit-test-path.log" | tail -5 | tee -a "$SUMMARY"
+  for tool in memcheck racecheck initcheck; do
+    step "tsplit-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*TapsSplit*'
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/tsplit-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
+  done
+fi
+if has tsplit-ab; then
+  # Taps split where the rule takes it (=2) and wherever it plans (=1) against none: the
+  # GPU's time on the models suites, the fuzzed layers it changes, and KernelBench.
+  for s in models scripts/suites/more_models.json scripts/suites/tsplit_fuzz.json kernelbench; do
+    n=$(basename "$s" .json)
+    step "tsplit-ab-$n" python3 scripts/env_ab.py --suite "$s" --dtype fp32,bf16 --rounds 2 \
+      --gpu-time base= auto=CONVT_WG_TSPLIT=2 all=CONVT_WG_TSPLIT=1
+    grep -E "geomean|against" "$OUT/tsplit-ab-$n.log" | tail -8 | tee -a "$SUMMARY"
+  done
+fi
+if has kernel-times; then
+  # The GPU's time alone, convt against PyTorch, case by case, with each side's kernels
+  # (scripts/kernel_times.py): the KernelBench suite and the models suite.
+  step kernel-times-kb python3 scripts/kernel_times.py --dtype fp32,bf16 --kernels \
+    --json "$OUT/kernel-times-kb.json"
+  step kernel-times-models python3 scripts/kernel_times.py --suite models --dtype fp32,bf16 \
+    --kernels --json "$OUT/kernel-times-models.json"
 fi
 if has overhead; then
   step overhead python3 scripts/host_overhead.py

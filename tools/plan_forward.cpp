@@ -105,7 +105,9 @@ int main() {
         // (Two warpgroups sharing the weight tiles: two boxes a step.)
         const double boxes = tile_steps * plan.wg_box_bytes * (plan.split ? 2 : 1) *
                              (plan.wg_coop_n ? 2 : 1);
-        const double wtaps = plan.wg_fold > 1 ? plan.wg_fold : plan.wg_tmax[2];
+        const double wtaps = plan.wg_tsplit    ? 1
+                             : plan.wg_fold > 1 ? plan.wg_fold
+                                                : plan.wg_tmax[2];
         // (Two consumer warpgroups of 64 channels each: each tile's steps copy both
         // warpgroups' weight tiles.)
         const bool two_sets = plan.wg_coop && !plan.wg_coop_n;

@@ -356,7 +356,7 @@ static bool f32_aligned_wanted(const Problem& p, bool split) {
 
 static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw,
                                    bool wmerge, bool wpairs, bool xp_ok, int64_t n_cap,
-                                   bool coop_want) {
+                                   bool coop_want, bool tsplit = false) {
   auto no = [&](std::string why) {
     plan.wg = false;
     plan.wg_reason = std::move(why);
@@ -371,6 +371,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     return no("W phases merge only for a W stride, not in split TF32");
   if (wpairs && (raw || plan.split || p.stride[2] != 2))
     return no("W phase pairs: a W stride of 2, not in split TF32");
+  if (tsplit && (raw || wmerge || wpairs))
+    return no("taps split: not with the input read in place, merged W phases or W phase pairs");
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
   const Dims q = phase0_positions(p);
   int64_t tmax[3], doff[3];
@@ -386,7 +388,9 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     doff[d] = step * p.dilation[d] / p.stride[d];
   }
   int64_t halo_w = (tmax[2] - 1) * doff[2];
-  if (halo_w > 248) return no("the W taps' input window is wider than a TMA box");
+  if (halo_w > 248 && !tsplit) return no("the W taps' input window is wider than a TMA box");
+  // (Taps split: each K step's box at its own W tap's offset, no halo.)
+  if (tsplit) halo_w = 0;
   const int hb_env = wg_env_int("CONVT_WG_HB"), bk_env = wg_env_int("CONVT_WG_BK");
   // (For measuring the planner: CONVT_WG_WV caps a tile's output columns per row, more rows
   // a tile; CONVT_WG_N caps the positions of a channel-major tile.)
@@ -449,7 +453,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
           break;
         }
     if (fold_env != 1 && !(tmax[2] >= 5 && k_col >= 256 && nc * fold <= 128)) fold = 1;
-    if (wmerge || wpairs) fold = 1;
+    if (wmerge || wpairs || tsplit) fold = 1;
   }
   // The W taps scattered (position-major tiles of at most 16 channels, TF32 and 16-bit
   // types, a W stride of 2 or more and 2 to 7 W taps, where the reduction per column (input
@@ -472,7 +476,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     const int sc_env = sc_s != nullptr && *sc_s != '\0' ? std::atoi(sc_s) : -1;
     const int64_t kw = p.kernel_size[2], dil = p.dilation[2], pad = p.padding[2];
     const bool want = sc_env == 1 || (sc_env != 0 && cig * tmax[0] * tmax[1] >= 64);
-    if (want && !wmerge && !wpairs && nc > 0 && nc <= 16 && !raw && copies == 1 && sw > 1 && kw >= 2 &&
+    if (want && !wmerge && !wpairs && !tsplit && nc > 0 && nc <= 16 && !raw && copies == 1 &&
+        sw > 1 && kw >= 2 &&
         kw <= 7) {
       auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
       sc_clo = -floor_div((kw - 1) * dil - pad, sw);  // ceil((pad - (kw - 1) dil) / s)
@@ -497,6 +502,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   constexpr int64_t kMergeBytes = 48 * 1024;
   const int64_t wm_max_out = wmerge ? (kMergeBytes / e - 128) / cw : 0;
   const int64_t wtaps = fold > 1 ? fold : tmax[2];  // weight tiles' W taps per H tap
+  const int64_t step_wtaps = tsplit ? 1 : wtaps;      // those of a K step
   // (Reading in place, K steps are at least 4 kc channels: see try_step.)
   const int64_t cig_min = round_up(cig, (raw ? 4 : 2) * kc);
   // N and the box: the most valid outputs per computed position; of those within 1% of
@@ -531,7 +537,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // paired W taps, not stacked or transposed in the kernel) where two warpgroups cannot
   // take 128 channels (a group of an odd count of 64-channel tiles), each warpgroup at most
   // kMaxRows / 2 rows, where a phase has two rows or more.
-  const bool coop_n = !coop_want && wg_env_int("CONVT_WG_COOP_N") == 1 && nc == 0 &&
+  const bool coop_n = !coop_want && !tsplit && wg_env_int("CONVT_WG_COOP_N") == 1 && nc == 0 &&
                       copies == 1 && !raw && fold == 1 && !scatter && !wmerge && !wpairs &&
                       ((cog + 63) / 64) % 2 == 1 && q[1] >= 2;
   const int64_t rmul = coop_n ? 2 : 1;  // the tile's rows over a warpgroup's
@@ -590,7 +596,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
         double used = double(q[1] * q[2]) / double(row_groups * col_segs * n * rmul);
         if (stack_ok && row_groups == 1 && col_segs == 1) {
           // (A whole plane: as many planes as its box, with every H tap's rows, fits N.)
-          const int64_t hbox = rows + (tmax[1] - 1) * doff[1];
+          const int64_t hbox = rows + (tsplit ? 0 : (tmax[1] - 1) * doff[1]);
           int64_t st = std::min<int64_t>({n / (hbox * box_width(wv)), wg::kMaxRows / hbox,
                                           stack_planes});
           if (stack_env > 0) st = std::min(st, stack_env);
@@ -682,7 +688,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // One K step (bk channels, hb H taps): its stage layout into the plan where it leaves
   // at least min_stages stages.
   auto try_step = [&](int64_t bk, int64_t hb, int min_stages, int64_t stack = 1) {
-    if (hb_env > 0 && hb != std::min<int64_t>(hb_env, tmax[1])) return false;
+    if (hb_env > 0 && !tsplit && hb != std::min<int64_t>(hb_env, tmax[1])) return false;
+    if (tsplit && hb != 1) return false;
     const int64_t hbox = best_rows + (hb - 1) * doff[1];
     if (hbox > 256) return false;
     // Reading in place: the box's channel plane (hbox x wbox floats) an odd multiple of 8
@@ -698,7 +705,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       }
     }
     const int64_t box = stack * hbox * wbox * bk * e;
-    const int64_t wbytes = hb * wtaps * cw * bk * e;
+    const int64_t wbytes = hb * step_wtaps * cw * bk * e;
     // Stage: box, [residual box at the next 1024 bytes (its swizzle)], weight tiles,
     // [residual weight tiles]. Reading in place: the raw box, then room for the A loads of
     // the positions past the valid ones (up to N + 3 floats past the last channel's
@@ -834,7 +841,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // 8 channels x 3 H taps where 16 x 2 loads 12 rows a block, 7): 1.050x / 1.003x on the
   // same draw with 47 / 58 layers slower, kb70 0.91x.
   const int hfirst_env = wg_env_int_or("CONVT_WG_HFIRST", 1);
-  if (copies == 1 && hb_env <= 0 && plan.wg_stack == 1 && (hfirst_env == 1 || hfirst_env == 2)) {
+  if (copies == 1 && hb_env <= 0 && !tsplit && plan.wg_stack == 1 &&
+      (hfirst_env == 1 || hfirst_env == 2)) {
     const ImplicitGemmFpropPlan chosen = plan;
     auto box_rows = [&](int64_t hbox, int64_t hb) { return (tmax[1] + hb - 1) / hb * hbox; };
     const int64_t rows_before = box_rows(chosen.wg_hbox, chosen.wg_hb);
@@ -893,7 +901,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // (In 16-bit types only where the step as planned transposes in the kernel already, with
   // at least two stages: the copy's plans, which may take two warpgroups, stay.)
   if (hfull_env != 0 && (e == 4 || (hfull_env == 2 && xp_pieces(2) >= wg::kXpMinPieces)) &&
-      copies == 1 && !raw && xp_ok && fold == 1 && !two_wg &&
+      copies == 1 && !raw && xp_ok && fold == 1 && !two_wg && !tsplit &&
       hb_env <= 0 && plan.wg_stack == 1 && plan.wg_hb < tmax[1] && tmax[0] == 1 &&
       p.stride[0] * p.stride[1] * p.stride[2] == 1 &&
       best_rows + (tmax[1] - 1) * doff[1] <= 2 * best_rows) {
@@ -943,7 +951,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
                       plan.wg_hb >= tmax[1];
     // (W phase pairs transposed in the kernel are built for 16-bit position-major tiles
     // only.)
-    const bool want = xp_ok && copies == 1 && !raw && fold == 1 &&
+    const bool want = xp_ok && copies == 1 && !raw && fold == 1 && !tsplit &&
                       !(wpairs && (e == 4 || nc == 0)) && !two_wg &&
                       plan.wg_stack == 1 &&
                       xp_env != 0 &&
@@ -982,6 +990,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   plan.wg_sc_clo = int(sc_clo);
   plan.wg_wmerge = wmerge;
   plan.wg_wpairs = wpairs;
+  plan.wg_tsplit = tsplit;
   // (Two consumer warpgroups: a staging area for each warp of both.)
   plan.wg_epi_bytes = int(epi_bytes * (two_wg ? 2 : 1));
   plan.wg_used = best_used;
@@ -1006,7 +1015,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   }
   {
     const int64_t steps = tmax[0] * ((tmax[1] + plan.wg_hb - 1) / plan.wg_hb) *
-                          plan.wg_cblocks * (wmerge || wpairs ? p.stride[2] : 1);
+                          plan.wg_cblocks * (wmerge || wpairs ? p.stride[2] : 1) *
+                          (tsplit ? tmax[2] : 1);
     plan.wg_steps = int(std::min<int64_t>(steps, INT_MAX));
     const char* align_s = std::getenv("CONVT_WG_STAGE_ALIGN");
     const bool off = align_s != nullptr && align_s[0] == '0';
@@ -1147,18 +1157,18 @@ int wgmma_planner_sms() {
 // 208 positions or 256 of 128, measured on an H100 (docs/kernels.md): 0.050 -> 0.042 ms in
 // float32, 0.046 -> 0.042 in bfloat16. Position-major tiles have one N. CONVT_WG_FILL=0
 // keeps the largest N.
-static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw = false,
-                            bool wmerge = false, bool wpairs = false, bool xp_ok = true) {
+static void plan_wgmma_tile_as(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw,
+                               bool wmerge, bool wpairs, bool xp_ok, bool tsplit) {
   const ImplicitGemmFpropPlan in = plan;
   const char* ce = std::getenv("CONVT_WG_COOP");
   const int coop_env = ce != nullptr && (ce[0] == '0' || ce[0] == '1') ? ce[0] - '0' : -1;
-  plan_wgmma_tile_capped(p, plan, raw, wmerge, wpairs, xp_ok, 0, coop_env == 1);
+  plan_wgmma_tile_capped(p, plan, raw, wmerge, wpairs, xp_ok, 0, coop_env == 1, tsplit);
   // (Two warpgroups with the copy beat the float32 H-complete step transposed in the
   // kernel: it ran 0.76x as fast over the 27 layers of scripts/suites/xp_hfull_fuzz.json
   // where it took their place.)
   if (coop_env == -1 && plan.wg && (!plan.wg_xp || plan.wg_xp_hfull) && plan.wg_nc == 0) {
     ImplicitGemmFpropPlan c = in;
-    plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, 0, true);
+    plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, 0, true, tsplit);
     if (c.wg && c.wg_coop) plan = c;
   }
   const char* fill = std::getenv("CONVT_WG_FILL");
@@ -1177,7 +1187,8 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
     const int64_t n = wg::n_choice(i);
     if (n >= n0) continue;
     ImplicitGemmFpropPlan c = in;
-    plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, n, plan.wg_coop && !plan.wg_coop_n);
+    plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, n, plan.wg_coop && !plan.wg_coop_n,
+                           tsplit);
     if (!c.wg || c.wg_n > n || c.wg_coop != plan.wg_coop) continue;
     const int64_t est = (c.wg_tiles + slots - 1) / slots * c.wg_n;
     // (From two waves on: at least 10% less than the largest N's.)
@@ -1186,6 +1197,36 @@ static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool 
       plan = c;
     }
   }
+}
+
+// The tile as planned above, or with its taps split (ImplicitGemmFpropPlan::wg_tsplit)
+// where that computes far fewer dropped positions. A K step with several taps loads one box
+// for all of them, their halo included (a W tap's columns, an H tap's rows), and the tile's
+// positions run over the box's flattened rows, the halo's too: where the planes are small
+// (a DCGAN layer's 8 x 8 phases, 8 x 9 boxes two to a 192-position tile, 67% of the
+// positions used) the halo is a large share of the MMAs, and stacked planes leave gaps.
+// With the taps split the box is the tile's rows x columns exactly, loaded once per tap (a
+// phase of 2 x 2 taps loads four boxes a channel block instead of two), and whole planes
+// stack without gaps (four 8 x 8 planes in 256 positions, all used).
+// Opt-in while it is measured: CONVT_WG_TSPLIT=1 takes it wherever it plans; =2 for
+// channel-major tiles where it uses at least 1.2x the positions of the plan above (wg_used,
+// stacked planes counted); unset or 0, nowhere.
+static void plan_wgmma_tile(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw = false,
+                            bool wmerge = false, bool wpairs = false, bool xp_ok = true) {
+  const ImplicitGemmFpropPlan in = plan;
+  plan_wgmma_tile_as(p, plan, raw, wmerge, wpairs, xp_ok, false);
+  const int ts_env = wg_env_int_or("CONVT_WG_TSPLIT", 0);
+  if ((ts_env != 1 && ts_env != 2) || raw || wmerge || wpairs || (plan.wg && (plan.wg_fold > 1 || plan.wg_scatter)))
+    return;
+  // (Nothing to split where every phase has one tap; position-major tiles, whose box is
+  // the MMAs' A operand over a few channels, would load it once per tap for a few
+  // multiply-adds a byte: only where asked.)
+  if (plan.wg && (plan.wg_tmax[1] * plan.wg_tmax[2] == 1 || (plan.wg_nc > 0 && ts_env != 1)))
+    return;
+  ImplicitGemmFpropPlan t = in;
+  plan_wgmma_tile_as(p, t, raw, wmerge, wpairs, xp_ok, true);
+  if (!t.wg) return;
+  if (ts_env == 1 || !plan.wg || t.wg_used >= 1.2 * plan.wg_used) plan = t;
 }
 
 // Split K (ImplicitGemmFpropPlan::wg_splits): the K steps of channel-major plans of fewer
@@ -2358,7 +2399,9 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                                         "tiles, each " : ""),
       plan.wg_rows, " rows x ", plan.wg_wv, " of a ", plan.wg_hbox, "x", plan.wg_wbox,
       " box, ", int(plan.wg_used * 100 + 0.5), "% used), K step ", plan.wg_bk,
-      " channels x ", plan.wg_hb, " H taps x ", plan.wg_tmax[2], " W taps",
+      plan.wg_tsplit ? std::string(" channels x 1 tap (taps split)")
+                     : detail::str_cat(" channels x ", plan.wg_hb, " H taps x ",
+                                       plan.wg_tmax[2], " W taps"),
       plan.wg_fold > 1 ? detail::str_cat(" folded into N (", plan.wg_nc, " x ", plan.wg_fold,
                                          " columns)")
                        : std::string(),

@@ -706,6 +706,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.rows = plan.wg_rows * (plan.wg_coop_n ? 2 : 1);
   fp.wv = plan.wg_wv;
   fp.hb = plan.wg_hb;
+  fp.tsplit = plan.wg_tsplit ? 1 : 0;
   fp.stack = plan.wg_stack;
   fp.stack_n = plan.wg_stack_n ? 1 : 0;
   fp.n_tiles = int(plan.wg_stack_n ? (p.batch + plan.wg_stack - 1) / plan.wg_stack : p.batch);

@@ -1332,6 +1332,84 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaCoopN,
                          ::testing::Range(0, static_cast<int>(coop_n_cases().size())),
                          indexed_case_name);
 
+// Taps split (ImplicitGemmFpropPlan::wg_tsplit, CONVT_WG_TSPLIT=1): every K step one tap,
+// its box at the tap's offset and the tile's rows x columns exactly. Small planes stacked
+// (DCGAN-like 4 x 4 and 8 x 8 phases, several samples, the last tile's partial), stride 1
+// with every tap in H and W (zero padding at the box's edges), dilation, asymmetric
+// kernels and strides, output padding, phases without taps, 1-D with long strides, 3-D
+// with D planes stacked, position-major tiles (narrow groups, 8 and 24 channels), two
+// consumer warpgroups (128 channels), groups, bias, a channels_last input; each with split
+// K too and with N capped at 128, where the planner takes them.
+std::vector<Case> tsplit_cases() {
+  std::vector<Case> v;
+  auto add = [&](Problem p, Layout layout = Layout::kContiguous) { v.push_back({p, layout}); };
+  // DCGAN-like: 4 x 4 inputs, kernel 4, stride 2, padding 1, 64 -> 128, 7 samples.
+  add(make_problem(2, 7, 64, 128, 1, {4, 4, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // 8 x 8 inputs, 32 -> 64, 5 samples, no bias.
+  add(make_problem(2, 5, 32, 64, 1, {8, 8, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, false));
+  // Stride 1, kernel 3 x 5, padding (1, 2), 9 x 21.
+  add(make_problem(2, 2, 32, 64, 1, {9, 21, 1}, {3, 5, 1}, {1, 1, 1}, {1, 2, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // Dilation (2, 3), kernel 3, stride (2, 3), output padding (1, 2), 6 x 7.
+  add(make_problem(2, 3, 48, 80, 1, {6, 7, 1}, {3, 3, 1}, {2, 3, 1}, {1, 1, 0}, {1, 2, 0},
+                   {2, 3, 1}, true));
+  // Kernel 2, stride 3 (phases without taps), 5 x 6.
+  add(make_problem(2, 2, 32, 64, 1, {5, 6, 1}, {2, 2, 1}, {3, 3, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // 1-D, kernel 16, stride 8, padding 4 (HiFi-GAN-like), 40 positions.
+  add(make_problem(1, 3, 64, 64, 1, {40, 1, 1}, {16, 1, 1}, {8, 1, 1}, {4, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // 3-D: 2 x 4 x 4 inputs, kernel 4, stride 2, padding 1 (D planes stacked), 64 -> 64.
+  add(make_problem(3, 2, 64, 64, 1, {2, 4, 4}, {4, 4, 4}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // 3-D, kernel 3, stride 2, dilation 2 (kb77-like), 32 -> 64.
+  add(make_problem(3, 1, 32, 64, 1, {3, 5, 6}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0},
+                   {2, 2, 2}, true));
+  // Position-major: 64 -> 24, kernel 4, stride 2, 6 x 6, 3 samples.
+  add(make_problem(2, 3, 64, 24, 1, {6, 6, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // Four groups of 16 -> 8, kernel 3 x 5, stride 2, 7 x 9.
+  add(make_problem(2, 2, 64, 32, 4, {7, 9, 1}, {3, 5, 1}, {2, 2, 1}, {1, 2, 0}, {1, 1, 0},
+                   {1, 1, 1}, true));
+  // Two warpgroups: 256 -> 256, kernel 4, stride 2, 8 x 8, 2 samples.
+  add(make_problem(2, 2, 256, 256, 1, {8, 8, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // channels_last, 64 -> 64, kernel 4, stride 2, 6 x 10.
+  add(make_problem(2, 2, 64, 64, 1, {6, 10, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true),
+      Layout::kChannelsLast);
+  return v;
+}
+
+class CudaWgmmaTapsSplit : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaTapsSplit, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const ScopedEnv tsplit("CONVT_WG_TSPLIT", "1");
+  static const std::vector<Case> all = tsplit_cases();
+  const Case& c = all[static_cast<size_t>(GetParam())];
+  for (const char* form : {"", "split", "n128"}) {
+    SCOPED_TRACE(std::string("form ") + form);
+    const ScopedEnv parts("CONVT_WG_SPLIT_K", std::string(form) == "split" ? "2" : "");
+    const ScopedEnv cap("CONVT_WG_N", std::string(form) == "n128" ? "128" : "");
+    check_wgmma_case(c, 4099u * uint64_t(GetParam()) + 11,
+                     [&](const Precision& precision, bool split, const std::string& what) {
+                       expect_wgmma_kernel(precision, split, what);
+                       if (!split)
+                         EXPECT_NE(what.find("taps split"), std::string::npos)
+                             << precision.name << ": " << what;
+                     });
+    if (quick_mode()) break;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaTapsSplit,
+                         ::testing::Range(0, static_cast<int>(tsplit_cases().size())),
+                         indexed_case_name);
+
 // Split K (ImplicitGemmFpropPlan::wg_splits, CONVT_WG_SPLIT_K): a tile's K steps in parts on
 // different blocks, the last part adding every part's float32 sums in part order. Parts that
 // divide the K steps evenly and not (3 of 16), more parts than a phase has K steps (strided

@@ -867,6 +867,73 @@ TEST(CudaPlanner, SmallPlanesStackInATile) {
   unsetenv("CONVT_WG_COOP");
 }
 
+// Taps split (ImplicitGemmFpropPlan::wg_tsplit, CONVT_WG_TSPLIT): every K step one tap and
+// channel block, the box the tile's rows x columns exactly (no halo), one weight tile a
+// step, the stages laid out for it; stacked planes without gaps. =1 wherever it plans
+// (never with the input read in place, folded, scattered or merged W taps, W phase pairs
+// or the transposition in the kernel); =2 only channel-major tiles that use 1.2x the
+// positions; unset, nowhere. A DCGAN layer (8 x 8 inputs, kernel 4, stride 2) takes four
+// whole planes in 256 positions with =2.
+TEST(CudaPlanner, TapsSplitBoxesHoldTheirTilesExactly) {
+  int split_plans = 0, stacked = 0;
+  setenv("CONVT_WG_TSPLIT", "1", 1);
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg || !plan.wg_tsplit) return;
+    ++split_plans;
+    if (plan.wg_stack > 1) ++stacked;
+    const int64_t e = convt::dtype_size(p.dtype), copies = plan.split ? 2 : 1;
+    EXPECT_EQ(plan.wg_hb, 1);
+    EXPECT_EQ(plan.wg_wbox, plan.wg_wv);
+    EXPECT_EQ(plan.wg_hbox, plan.wg_rows);
+    EXPECT_TRUE(plan.wg_fold == 1 && !plan.wg_scatter && !plan.wg_wmerge && !plan.wg_wpairs &&
+                !plan.wg_raw && !plan.wg_xp);
+    EXPECT_EQ(plan.wg_box_bytes, int64_t(plan.wg_stack) * plan.wg_hbox * plan.wg_wbox *
+                                     plan.wg_bk * e);
+    EXPECT_LE(int64_t(plan.wg_stack) * plan.wg_hbox * plan.wg_wbox, plan.wg_n);
+    // (One weight tile a step: cw x bk, per warpgroup with two.)
+    const int64_t wtile = int64_t(plan.wg_cw) * plan.wg_bk * e;
+    EXPECT_GE(plan.wg_stage_bytes,
+              plan.wg_w_off + copies * wtile * (plan.wg_coop && !plan.wg_coop_n ? 2 : 1));
+    EXPECT_EQ(plan.wg_steps, int64_t(plan.wg_tmax[0]) * plan.wg_tmax[1] * plan.wg_tmax[2] *
+                                 plan.wg_cblocks);
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes(plan));
+    // (The MMAs read wg_n positions of each box, past the box too, within shared memory.)
+    const int64_t row = int64_t(plan.wg_bk) * e;
+    EXPECT_GE(int64_t(convt::cuda::wgmma_shared_bytes(plan)),
+              int64_t(plan.wg_stages - 1) * plan.wg_stage_bytes + plan.wg_xs_off +
+                  plan.wg_n * row + 1023)
+        << p.to_string();
+  });
+  EXPECT_GT(split_plans, 100);
+  EXPECT_GT(stacked, 5);
+  const Problem g3 = convt::test::make_problem(2, 128, 256, 128, 1, {8, 8, 1}, {4, 4, 1},
+                                               {2, 2, 1}, {1, 1, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  ExecOptions opt;
+  opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+  for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    Problem q = g3;
+    q.dtype = dt;
+    setenv("CONVT_WG_TSPLIT", "2", 1);
+    const Plan two = convt::cuda::plan_implicit_gemm_fprop(q.canonical3d(), opt);
+    EXPECT_TRUE(two.wg && two.wg_tsplit);
+    EXPECT_EQ(two.wg_n, 256);
+    EXPECT_EQ(two.wg_stack, 4);
+    EXPECT_DOUBLE_EQ(two.wg_used, 1.0);
+    unsetenv("CONVT_WG_TSPLIT");
+    const Plan none = convt::cuda::plan_implicit_gemm_fprop(q.canonical3d(), opt);
+    EXPECT_TRUE(none.wg && !none.wg_tsplit);
+    EXPECT_LT(none.wg_used, 0.8);
+    // (=2 leaves position-major tiles: 256 -> 16 channels.)
+    Problem narrow = q;
+    narrow.out_channels = 16;
+    setenv("CONVT_WG_TSPLIT", "2", 1);
+    const Plan pm = convt::cuda::plan_implicit_gemm_fprop(narrow.canonical3d(), opt);
+    EXPECT_TRUE(pm.wg && pm.wg_nc > 0 && !pm.wg_tsplit);
+    unsetenv("CONVT_WG_TSPLIT");
+  }
+}
+
 // The dispatcher's choice between the wgmma kernel and the TMA kernel (where the wgmma
 // kernel can run): with a W stride and memory-bound even with that many times the MMAs
 // (120 operations per byte in TF32, 40 in split TF32, 240 in 16-bit types, less for

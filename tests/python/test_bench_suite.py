@@ -253,6 +253,7 @@ def test_dispatch_audit_suite_is_the_generators_output(tmp_path):
                                              ("xp_hfull_fuzz3", 39, {2, 3}),
                                              ("xp_hfull16_fuzz", 96, {2, 3}),
                                              ("xp_hfull16_fuzz2", 108, {2, 3}),
+                                             ("tsplit_fuzz", 90, {2, 3}),
                                              ("f32_pairs_1d", 52, {1})])
 def test_dispatch_draws_are_layers_of_their_pools(tmp_path, name, count, dims):
     """scripts/suites/f32_tma_fuzz.json, volumes_fuzz.json, planes_fuzz.json,
@@ -265,7 +266,8 @@ def test_dispatch_draws_are_layers_of_their_pools(tmp_path, name, count, dims):
     the rule was picked), float32 layers whose plan an H-complete K step transposed in the
     kernel changes (xp_hfull_fuzz.json, and xp_hfull_fuzz2.json and xp_hfull_fuzz3.json
     drawn after the form and its bound were chosen; xp_hfull16_fuzz.json in 16-bit types, and
-    xp_hfull16_fuzz2.json drawn after it was measured);
+    xp_hfull16_fuzz2.json drawn after it was measured; channel-major layers whose plan splitting
+    the taps changes, tsplit_fuzz.json);
     docs/kernels.md, "Volumes on the wgmma kernel whatever the reduction") hold only layers
     of the pool their description's scripts/fuzz_suite.py command draws, unchanged and in
     the pool's order; no two share a layer."""
@@ -300,7 +302,7 @@ def test_dispatch_draws_differ():
                        "reduction16_fuzz", "reduction16_fuzz2", "f32_pairs_fuzz",
                        "hfirst_fuzz", "hfirst_fuzz2", "f32_pairs_1d", "xp_hfull_fuzz",
                        "xp_hfull_fuzz2", "xp_hfull_fuzz3", "xp_hfull16_fuzz",
-                       "xp_hfull16_fuzz2")]
+                       "xp_hfull16_fuzz2", "tsplit_fuzz")]
     for i, a in enumerate(draws):
         for b in draws[i + 1:]:
             assert not a & b
