@@ -103,11 +103,11 @@ int main() {
         const double e = double(convt::dtype_size(c.dtype)) * (plan.split ? 2 : 1);
         const double tile_steps = double(plan.wg_tiles) * plan.wg_steps;
         // (Two warpgroups sharing the weight tiles: two boxes a step.)
-        // (Taps split: a box per (H tap, W tap) of the step.)
         const double boxes = tile_steps * plan.wg_box_bytes * (plan.split ? 2 : 1) *
-                             (plan.wg_coop_n ? 2 : 1) *
-                             (plan.wg_tsplit ? plan.wg_hb * plan.wg_tmax[2] : 1);
-        const double wtaps = plan.wg_fold > 1 ? plan.wg_fold : plan.wg_tmax[2];
+                             (plan.wg_coop_n ? 2 : 1);
+        const double wtaps = plan.wg_tsplit    ? 1
+                             : plan.wg_fold > 1 ? plan.wg_fold
+                                                : plan.wg_tmax[2];
         // (Two consumer warpgroups of 64 channels each: each tile's steps copy both
         // warpgroups' weight tiles.)
         const bool two_sets = plan.wg_coop && !plan.wg_coop_n;

@@ -371,9 +371,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     return no("W phases merge only for a W stride, not in split TF32");
   if (wpairs && (raw || plan.split || p.stride[2] != 2))
     return no("W phase pairs: a W stride of 2, not in split TF32");
-  if (tsplit && (raw || wmerge || wpairs || plan.split))
-    return no("taps split: not with the input read in place, merged W phases, W phase pairs "
-              "or split TF32");
+  if (tsplit && (raw || wmerge || wpairs))
+    return no("taps split: not with the input read in place, merged W phases or W phase pairs");
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
   const Dims q = phase0_positions(p);
   int64_t tmax[3], doff[3];
@@ -503,6 +502,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   constexpr int64_t kMergeBytes = 48 * 1024;
   const int64_t wm_max_out = wmerge ? (kMergeBytes / e - 128) / cw : 0;
   const int64_t wtaps = fold > 1 ? fold : tmax[2];  // weight tiles' W taps per H tap
+  const int64_t step_wtaps = tsplit ? 1 : wtaps;      // those of a K step
   // (Reading in place, K steps are at least 4 kc channels: see try_step.)
   const int64_t cig_min = round_up(cig, (raw ? 4 : 2) * kc);
   // N and the box: the most valid outputs per computed position; of those within 1% of
@@ -596,7 +596,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
         double used = double(q[1] * q[2]) / double(row_groups * col_segs * n * rmul);
         if (stack_ok && row_groups == 1 && col_segs == 1) {
           // (A whole plane: as many planes as its box, with every H tap's rows, fits N.)
-          const int64_t hbox = rows + (tsplit ? 0 : (tmax[1] - 1) * doff[1]);  // (a tap's box)
+          const int64_t hbox = rows + (tsplit ? 0 : (tmax[1] - 1) * doff[1]);
           int64_t st = std::min<int64_t>({n / (hbox * box_width(wv)), wg::kMaxRows / hbox,
                                           stack_planes});
           if (stack_env > 0) st = std::min(st, stack_env);
@@ -688,9 +688,9 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // One K step (bk channels, hb H taps): its stage layout into the plan where it leaves
   // at least min_stages stages.
   auto try_step = [&](int64_t bk, int64_t hb, int min_stages, int64_t stack = 1) {
-    if (hb_env > 0 && hb != std::min<int64_t>(hb_env, tmax[1])) return false;
-    // (Taps split: a box of the tile's rows per tap.)
-    const int64_t hbox = best_rows + (tsplit ? 0 : (hb - 1) * doff[1]);
+    if (hb_env > 0 && !tsplit && hb != std::min<int64_t>(hb_env, tmax[1])) return false;
+    if (tsplit && hb != 1) return false;
+    const int64_t hbox = best_rows + (hb - 1) * doff[1];
     if (hbox > 256) return false;
     // Reading in place: the box's channel plane (hbox x wbox floats) an odd multiple of 8
     // where a few more columns make it so, for the A loads' banks (see the kernel).
@@ -705,10 +705,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       }
     }
     const int64_t box = stack * hbox * wbox * bk * e;
-    const int64_t wbytes = hb * wtaps * cw * bk * e;
-    // (Taps split: a box per (H tap, W tap) of the step, each at a multiple of 1024 bytes.)
-    const int64_t slot = tsplit ? round_up(box, 1024) : 0;
-    const int64_t boxes = tsplit ? (hb * wtaps - 1) * slot + box : box;
+    const int64_t wbytes = hb * step_wtaps * cw * bk * e;
     // Stage: box, [residual box at the next 1024 bytes (its swizzle)], weight tiles,
     // [residual weight tiles]. Reading in place: the raw box, then room for the A loads of
     // the positions past the valid ones (up to N + 3 floats past the last channel's
@@ -720,7 +717,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     const int64_t w_off = copies == 2 ? 2 * xs_off
                           : raw       ? round_up(box + (best_n + 4) * e, 128)
                           : coop_n    ? 2 * box_off
-                                      : boxes;
+                                      : box;
     // (Two consumer warpgroups: the second one's weight tiles follow the first's.)
     const int64_t stage = (w_off + copies * wbytes * (coop ? 2 : 1) + 1023) / 1024 * 1024;
     const int64_t stages = std::min<int64_t>(wg::kMaxStages, stage_budget / stage);
@@ -739,10 +736,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     plan.wg_wbox = int(wbox);
     // (A K step's largest tap shift is its first tap's: (hb - 1) H taps and the W halo;
     // the MMAs read wg_n positions from there, from the residual box too with split TF32.)
-    const int64_t shift_max = tsplit ? (boxes - box) / (bk * e)
-                                     : (hbox - best_rows) * wbox + (wbox - best_wv);
+    const int64_t shift_max = (hbox - best_rows) * wbox + (wbox - best_wv);
     plan.wg_a_bytes = raw ? 0 : int(xs_off + box_off + (shift_max + best_n) * bk * e);
-    plan.wg_tap_slot = int(slot);
     return true;
   };
   auto bk_allowed = [&](int64_t bk) {
@@ -809,7 +804,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       int64_t best_stack = 1;
       double best_stack_used = 0;
       for (int64_t hb = before.wg_hb; hb >= 1; --hb) {
-        const int64_t hbox = best_rows + (tsplit ? 0 : (hb - 1) * doff[1]);
+        const int64_t hbox = best_rows + (hb - 1) * doff[1];
         int64_t st = std::min<int64_t>({best_n / (hbox * before.wg_wbox), wg::kMaxRows / hbox,
                                         planes});
         if (stack_env > 0) st = std::min(st, stack_env);
@@ -1020,7 +1015,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   }
   {
     const int64_t steps = tmax[0] * ((tmax[1] + plan.wg_hb - 1) / plan.wg_hb) *
-                          plan.wg_cblocks * (wmerge || wpairs ? p.stride[2] : 1);
+                          plan.wg_cblocks * (wmerge || wpairs ? p.stride[2] : 1) *
+                          (tsplit ? tmax[2] : 1);
     plan.wg_steps = int(std::min<int64_t>(steps, INT_MAX));
     const char* align_s = std::getenv("CONVT_WG_STAGE_ALIGN");
     const bool off = align_s != nullptr && align_s[0] == '0';
@@ -2403,8 +2399,9 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                                         "tiles, each " : ""),
       plan.wg_rows, " rows x ", plan.wg_wv, " of a ", plan.wg_hbox, "x", plan.wg_wbox,
       " box, ", int(plan.wg_used * 100 + 0.5), "% used), K step ", plan.wg_bk,
-      " channels x ", plan.wg_hb, " H taps x ", plan.wg_tmax[2], " W taps",
-      plan.wg_tsplit ? std::string(", a box per tap (taps split)") : std::string(),
+      plan.wg_tsplit ? std::string(" channels x 1 tap (taps split)")
+                     : detail::str_cat(" channels x ", plan.wg_hb, " H taps x ",
+                                       plan.wg_tmax[2], " W taps"),
       plan.wg_fold > 1 ? detail::str_cat(" folded into N (", plan.wg_nc, " x ", plan.wg_fold,
                                          " columns)")
                        : std::string(),

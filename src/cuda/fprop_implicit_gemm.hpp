@@ -132,14 +132,12 @@ struct ImplicitGemmFpropPlan {
   int wg_stack = 1;
   bool wg_stack_n = false;
   double wg_used_plane = 0;  // wg_used with one plane a tile
-  // Taps split (wg::Params::tsplit; CONVT_WG_TSPLIT): a K step loads one box per (H tap, W
-  // tap) of the step, each at its tap's offset and holding the tile's rows x wg_wv columns
-  // exactly (wg_hbox wg_rows, wg_wbox wg_wv; wg_box_bytes one tap's box, every
-  // wg_tap_slot bytes in the stage): no halo columns or rows computed and dropped, whole
-  // small planes stacked without gaps, for as many box loads as the step has taps (see
-  // plan_wgmma_tile for where the planner takes it).
+  // Taps split (wg::Params::tsplit; CONVT_WG_TSPLIT): every K step is one (D tap, H tap, W
+  // tap) and channel block, its box loaded at that tap's offset, so that a box holds the
+  // tile's rows x wg_wv columns exactly (wg_hb 1, wg_wbox wg_wv): no halo columns or rows
+  // computed and dropped, whole small planes stacked without gaps, for as many box loads
+  // as the tile has taps (see plan_wgmma_tile for where the planner takes it).
   bool wg_tsplit = false;
-  int wg_tap_slot = 0;
   // Two consumer warpgroups (channel-major tiles reading the copy or a channels_last input;
   // CONVT_WG_COOP): tiles of 128 channels x wg_n positions, each warpgroup multiplying the
   // stage's one box by the weight tiles of its 64 channels (wg_w_half bytes after the

@@ -707,7 +707,6 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   fp.wv = plan.wg_wv;
   fp.hb = plan.wg_hb;
   fp.tsplit = plan.wg_tsplit ? 1 : 0;
-  fp.tap_slot = plan.wg_tsplit ? plan.wg_tap_slot / (plan.wg_bk * int(sizeof(T))) : 0;
   fp.stack = plan.wg_stack;
   fp.stack_n = plan.wg_stack_n ? 1 : 0;
   fp.n_tiles = int(plan.wg_stack_n ? (p.batch + plan.wg_stack - 1) / plan.wg_stack : p.batch);

@@ -1332,14 +1332,14 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaCoopN,
                          ::testing::Range(0, static_cast<int>(coop_n_cases().size())),
                          indexed_case_name);
 
-// Taps split (ImplicitGemmFpropPlan::wg_tsplit, CONVT_WG_TSPLIT=1): a box per tap of each K
-// step, at the tap's offset and the tile's rows x columns exactly. Small planes stacked
+// Taps split (ImplicitGemmFpropPlan::wg_tsplit, CONVT_WG_TSPLIT=1): every K step one tap,
+// its box at the tap's offset and the tile's rows x columns exactly. Small planes stacked
 // (DCGAN-like 4 x 4 and 8 x 8 phases, several samples, the last tile's partial), stride 1
 // with every tap in H and W (zero padding at the box's edges), dilation, asymmetric
 // kernels and strides, output padding, phases without taps, 1-D with long strides, 3-D
 // with D planes stacked, position-major tiles (narrow groups, 8 and 24 channels), two
 // consumer warpgroups (128 channels), groups, bias, a channels_last input; each with split
-// K too and with N capped at 128, where the planner takes them. (Not in split TF32.)
+// K too and with N capped at 128, where the planner takes them.
 std::vector<Case> tsplit_cases() {
   std::vector<Case> v;
   auto add = [&](Problem p, Layout layout = Layout::kContiguous) { v.push_back({p, layout}); };

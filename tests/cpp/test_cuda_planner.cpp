@@ -867,56 +867,46 @@ TEST(CudaPlanner, SmallPlanesStackInATile) {
   unsetenv("CONVT_WG_COOP");
 }
 
-// Taps split (ImplicitGemmFpropPlan::wg_tsplit, CONVT_WG_TSPLIT): a box per (H tap, W tap)
-// of a K step, each the tile's rows x columns exactly (no halo), at 1024-byte slots before
-// the weight tiles; stacked planes without gaps. =1 wherever it plans
+// Taps split (ImplicitGemmFpropPlan::wg_tsplit, CONVT_WG_TSPLIT): every K step one tap and
+// channel block, the box the tile's rows x columns exactly (no halo), one weight tile a
+// step, the stages laid out for it; stacked planes without gaps. =1 wherever it plans
 // (never with the input read in place, folded, scattered or merged W taps, W phase pairs
 // or the transposition in the kernel); =2 only channel-major tiles that use 1.2x the
-// positions; unset, nowhere. A DCGAN layer (8 x 8 inputs, kernel 4, stride 2) takes whole
-// planes without gaps with =2.
+// positions; unset, nowhere. A DCGAN layer (8 x 8 inputs, kernel 4, stride 2) takes four
+// whole planes in 256 positions with =2.
 TEST(CudaPlanner, TapsSplitBoxesHoldTheirTilesExactly) {
-  int split_plans = 0, stacked = 0, several_h = 0;
+  int split_plans = 0, stacked = 0;
   setenv("CONVT_WG_TSPLIT", "1", 1);
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
                                                              const Plan& plan) {
     if (!plan.usable || !plan.wg || !plan.wg_tsplit) return;
     ++split_plans;
     if (plan.wg_stack > 1) ++stacked;
-    if (plan.wg_hb > 1) ++several_h;
-    const int64_t e = convt::dtype_size(p.dtype);
-    EXPECT_FALSE(plan.split);
+    const int64_t e = convt::dtype_size(p.dtype), copies = plan.split ? 2 : 1;
+    EXPECT_EQ(plan.wg_hb, 1);
     EXPECT_EQ(plan.wg_wbox, plan.wg_wv);
     EXPECT_EQ(plan.wg_hbox, plan.wg_rows);
     EXPECT_TRUE(plan.wg_fold == 1 && !plan.wg_scatter && !plan.wg_wmerge && !plan.wg_wpairs &&
-                !plan.wg_raw && !plan.wg_xp && !plan.wg_coop_n);
-    // One tap's box; the step's (H tap, W tap) boxes every wg_tap_slot bytes (a multiple of
-    // 1024 holding a box), then the weight tiles.
-    const int64_t box = int64_t(plan.wg_stack) * plan.wg_hbox * plan.wg_wbox * plan.wg_bk * e;
-    EXPECT_EQ(plan.wg_box_bytes, box);
-    EXPECT_EQ(plan.wg_tap_slot % 1024, 0);
-    EXPECT_GE(plan.wg_tap_slot, box);
-    EXPECT_LT(plan.wg_tap_slot, box + 1024);
-    const int64_t taps = int64_t(plan.wg_hb) * plan.wg_tmax[2];
-    EXPECT_EQ(plan.wg_w_off, (taps - 1) * plan.wg_tap_slot + box);
+                !plan.wg_raw && !plan.wg_xp);
+    EXPECT_EQ(plan.wg_box_bytes, int64_t(plan.wg_stack) * plan.wg_hbox * plan.wg_wbox *
+                                     plan.wg_bk * e);
     EXPECT_LE(int64_t(plan.wg_stack) * plan.wg_hbox * plan.wg_wbox, plan.wg_n);
-    const int64_t wtiles = taps * plan.wg_cw * plan.wg_bk * e;
+    // (One weight tile a step: cw x bk, per warpgroup with two.)
+    const int64_t wtile = int64_t(plan.wg_cw) * plan.wg_bk * e;
     EXPECT_GE(plan.wg_stage_bytes,
-              plan.wg_w_off + wtiles * (plan.wg_coop ? 2 : 1));
-    EXPECT_EQ(plan.wg_steps, int64_t(plan.wg_tmax[0]) *
-                                 ((plan.wg_tmax[1] + plan.wg_hb - 1) / plan.wg_hb) *
+              plan.wg_w_off + copies * wtile * (plan.wg_coop && !plan.wg_coop_n ? 2 : 1));
+    EXPECT_EQ(plan.wg_steps, int64_t(plan.wg_tmax[0]) * plan.wg_tmax[1] * plan.wg_tmax[2] *
                                  plan.wg_cblocks);
     EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes(plan));
-    // (The MMAs read wg_n positions from each tap's box, the last one's too, past it within
-    // shared memory.)
+    // (The MMAs read wg_n positions of each box, past the box too, within shared memory.)
     const int64_t row = int64_t(plan.wg_bk) * e;
-    EXPECT_EQ(plan.wg_a_bytes, (taps - 1) * plan.wg_tap_slot + plan.wg_n * row);
     EXPECT_GE(int64_t(convt::cuda::wgmma_shared_bytes(plan)),
-              int64_t(plan.wg_stages - 1) * plan.wg_stage_bytes + plan.wg_a_bytes + 1023)
+              int64_t(plan.wg_stages - 1) * plan.wg_stage_bytes + plan.wg_xs_off +
+                  plan.wg_n * row + 1023)
         << p.to_string();
   });
-  EXPECT_GT(several_h, 10);
   EXPECT_GT(split_plans, 100);
-  EXPECT_GT(stacked, 3);
+  EXPECT_GT(stacked, 5);
   const Problem g3 = convt::test::make_problem(2, 128, 256, 128, 1, {8, 8, 1}, {4, 4, 1},
                                                {2, 2, 1}, {1, 1, 0}, {0, 0, 0}, {1, 1, 1}, false);
   ExecOptions opt;
@@ -927,7 +917,8 @@ TEST(CudaPlanner, TapsSplitBoxesHoldTheirTilesExactly) {
     setenv("CONVT_WG_TSPLIT", "2", 1);
     const Plan two = convt::cuda::plan_implicit_gemm_fprop(q.canonical3d(), opt);
     EXPECT_TRUE(two.wg && two.wg_tsplit);
-    EXPECT_EQ(two.wg_stack * 64, two.wg_n);  // whole 8 x 8 planes, no gaps
+    EXPECT_EQ(two.wg_n, 256);
+    EXPECT_EQ(two.wg_stack, 4);
     EXPECT_DOUBLE_EQ(two.wg_used, 1.0);
     unsetenv("CONVT_WG_TSPLIT");
     const Plan none = convt::cuda::plan_implicit_gemm_fprop(q.canonical3d(), opt);

@@ -253,7 +253,7 @@ def test_dispatch_audit_suite_is_the_generators_output(tmp_path):
                                              ("xp_hfull_fuzz3", 39, {2, 3}),
                                              ("xp_hfull16_fuzz", 96, {2, 3}),
                                              ("xp_hfull16_fuzz2", 108, {2, 3}),
-                                             ("tsplit_fuzz", 79, {2, 3}),
+                                             ("tsplit_fuzz", 90, {2, 3}),
                                              ("f32_pairs_1d", 52, {1})])
 def test_dispatch_draws_are_layers_of_their_pools(tmp_path, name, count, dims):
     """scripts/suites/f32_tma_fuzz.json, volumes_fuzz.json, planes_fuzz.json,

@@ -329,13 +329,11 @@ struct Params {
   // samples and d_tiles groups of D positions (batch and q[0] where stack is 1).
   int stack, stack_n, n_tiles, d_tiles;
   int hb;          // H taps per K step (at most)
-  // Taps split (ImplicitGemmFpropPlan::wg_tsplit): a K step loads one box per (H tap, W
-  // tap) of the step, each at its tap's offset and holding the tile's rows x columns
-  // exactly (no halo), so that whole planes stack without the halo's positions. Box j of
-  // the step, j = (hcnt - 1 - H tap) x W taps + (W taps - 1 - W tap), starts tap_slot box
-  // rows (positions) after box j - 1 (a multiple of 1024 bytes), which is the shift the
-  // consumers' MMAs apply to each tap (the header's doff_w and shift_h); 0: one box.
-  int tsplit, tap_slot;
+  // Taps split (ImplicitGemmFpropPlan::wg_tsplit): every K step one (D tap, H tap, W tap)
+  // and channel block (hb is 1), the box loaded at the tap's own offset and holding the
+  // tile's rows x columns exactly (no halo), so that whole planes stack without the halo's
+  // positions; the step's one weight tile is the packing's (H tap, W tap) tile.
+  int tsplit;
   int row_groups, col_segs;  // tiles per (n, qd) plane: rows of tiles, column segments
   int phases;
   int tiles;
@@ -1901,7 +1899,9 @@ __global__ void __launch_bounds__(block_threads(kXp,
         const PhaseTaps tw = p.tab[2].taps(rw);
         const bool mma = cols > 0 && td.count > 0 && th.count > 0 && tw.count > 0;
         const int hblocks = mma ? (th.count + p.hb - 1) / p.hb : 0;
-        const int all_steps = mma ? td.count * hblocks * p.cblocks : 1;
+        // (Taps split: a K step per W tap as well, within each H block.)
+        const int wsteps = mma && p.tsplit ? tw.count : 1;
+        const int all_steps = mma ? td.count * hblocks * wsteps * p.cblocks : 1;
         // (Split K: the tile's parts, at most its K steps, and this part's K steps s0 .. s1 -
         // 1; a tile without MMAs is part 0's alone.)
         const int parts = mma ? min(nsplit, all_steps) : 1;
@@ -1917,12 +1917,13 @@ __global__ void __launch_bounds__(block_threads(kXp,
         const int64_t wtile0 = ((int64_t(g) * p.co_tiles * cgw + cot * cgw) * (p.phases * nw) + phf) *
                                p.tmax[0] * p.cblocks;
         const int ngc0 = (n * p.groups + g) * p.cblocks;
-        // (The K step s = (jd hblocks + hbi) cblocks + cb, from s0 on.)
-        int cb = 0, hbi = 0, jd = 0;
+        // (The K step s = ((jd hblocks + hbi) wsteps + jws) cblocks + cb, from s0 on.)
+        int cb = 0, jws = 0, hbi = 0, jd = 0;
         if (mma && s0 > 0) {
           cb = s0 % p.cblocks;
-          hbi = (s0 / p.cblocks) % hblocks;
-          jd = s0 / (p.cblocks * hblocks);
+          jws = (s0 / p.cblocks) % wsteps;
+          hbi = (s0 / (p.cblocks * wsteps)) % hblocks;
+          jd = s0 / (p.cblocks * wsteps * hblocks);
         }
         if (kCopier && p.fused && mma) {
           // The input rows the tile's outputs read (samples n .. n_last, D positions d0 ..
@@ -2044,16 +2045,18 @@ __global__ void __launch_bounds__(block_threads(kXp,
           if (mma) {
             const int jh0 = hbi * p.hb;
             const int hcnt = min(p.hb, th.count - jh0);
-            // (Folded, the MMA steps run the unshifted box once per H tap.)
-            const int wtiles = kFold ? 1 : tw.count;
+            // (Folded, the MMA steps run the unshifted box once per H tap; taps split, the
+            // box at W tap jws's offset once.)
+            const int wtiles = kFold || p.tsplit ? 1 : tw.count;
             hd->hcnt = hcnt;
             hd->cw = wtiles;
-            // (Taps split: each tap's box tap_slot rows after the next tap's.)
-            hd->shift_h = p.tsplit ? wtiles * p.tap_slot : th.doff * p.wbox;
-            hd->doff_w = p.tsplit ? p.tap_slot : tw.doff;
+            hd->shift_h = th.doff * p.wbox;
+            hd->doff_w = tw.doff;
             const uint32_t wbytes = uint32_t(hcnt * wtiles) * p.tile_bytes;
+            // (Taps split, hcnt is 1: the packing's tile (H tap jh0, W tap jws).)
             const int64_t wt = ((wtile0 + int64_t(jd) * p.cblocks + cb) * tmax_hw +
-                                int64_t(jh0) * wtiles) * p.tile_bytes;
+                                (p.tsplit ? int64_t(jh0) * tw.count + jws
+                                          : int64_t(jh0) * wtiles)) * p.tile_bytes;
             // (Params::w_reuse: the stage's weight tiles are the ones this step needs.)
             bool w_kept = false;
             if (p.w_reuse) {
@@ -2064,34 +2067,17 @@ __global__ void __launch_bounds__(block_threads(kXp,
             const uint32_t wcopy = w_kept ? 0u : wbytes;
             // (kXp: the box comes from the transposer, only the weight tiles by copy.)
             // (coop_n: two boxes, one set of weight tiles.)
-            const uint32_t nbox = CG == 2 && p.coop_n ? 2u : p.tsplit ? uint32_t(hcnt * wtiles) : 1u;
+            const uint32_t nbox = CG == 2 && p.coop_n ? 2u : 1u;
             mbar_arrive_expect_tx(full, kXp ? wcopy
                                             : (nbox * uint32_t(p.box_bytes) + uint32_t(cgw) * wcopy) *
                                                   (kSplit ? 2u : 1u));
-            const int w0 = p.sc ? qw0 + p.sc_clo : qw0 + tw.off0 - (tw.count - 1) * tw.doff;
+            const int w0 = p.sc       ? qw0 + p.sc_clo
+                           : p.tsplit ? qw0 + tw.off0 - jws * tw.doff
+                                      : qw0 + tw.off0 - (tw.count - 1) * tw.doff;
             const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
             const int d0 = qd + td.off0 - jd * td.doff;
             const uint32_t box = smem_addr(st);
-            if (p.tsplit) {
-              // (Taps split, the copy's tensor map (not in the kernel's other input forms):
-              // tap (i, jw) of the step into box (hcnt - 1 - i) x wtiles + wtiles - 1 - jw.)
-              const uint32_t slot = uint32_t(p.tap_slot * p.row_bytes);
-              for (int i = 0; i < hcnt; ++i)
-                for (int jw = 0; jw < wtiles; ++jw) {
-                  const uint32_t at =
-                      box + uint32_t((hcnt - 1 - i) * wtiles + wtiles - 1 - jw) * slot;
-                  const int wt0 = qw0 + tw.off0 - jw * tw.doff;
-                  const int ht0 = qh0 + th.off0 - (jh0 + i) * th.doff;
-                  if (p.cl_chunks) {
-                    const int j = ngc0 + cb;
-                    tma_load_5d(at, &map, full, 0, wt0, ht0, j % p.cl_chunks, j / p.cl_chunks);
-                  } else if (p.stack_n) {
-                    tma_load_5d(at, &map, full, 0, wt0, ht0, n, g * p.cblocks + cb);
-                  } else {
-                    tma_load_5d(at, &map, full, 0, wt0, ht0, d0, ngc0 + cb);
-                  }
-                }
-            } else if constexpr (kXp) {
+            if constexpr (kXp) {
               if (!p.xp_early) xp_load_pieces(w0, h0, d0);
             } else if constexpr (kRaw) {
               const int w0a = w0 & ~3;  // 16 bytes of floats (rounds negative columns down too)
@@ -2133,9 +2119,12 @@ __global__ void __launch_bounds__(block_threads(kXp,
             }
             if (++cb == p.cblocks) {
               cb = 0;
-              if (++hbi == hblocks) {
-                hbi = 0;
-                ++jd;
+              if (++jws == wsteps) {
+                jws = 0;
+                if (++hbi == hblocks) {
+                  hbi = 0;
+                  ++jd;
+                }
               }
             }
           } else {
