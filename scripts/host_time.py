@@ -13,6 +13,10 @@ event, the call, an end event, synchronized), each after a convt call, after a P
 of the same layer, or after the GPU slept as long as PyTorch's call ran, and splits each
 call's host time into its steps: the Python checks before prepare_forward, prepare_forward,
 the allocations and weight-cache lookup between it and run, and run (the C++ launches).
+
+--cold times each host step of a call alone, in the state the benchmark leaves the host in
+(the GPU waited for through a call as long as PyTorch's, the L2 written), against the same
+step in a hot loop: which steps a host that waited runs slower, and PyTorch's whole call.
 """
 import argparse
 import time
@@ -46,8 +50,10 @@ def loop_us(fn, calls: int) -> float:
     return (time.perf_counter() - t0) / calls * 1e6
 
 
-def breakdown(x, w, b, case, calls: int) -> str:
-    """Host microseconds per call of convt's C++ entry points alone."""
+def _prepared_call(x, w, b, case, stream: int) -> tuple:
+    """A forward prepared by hand, its output, workspace and weight cache allocated, the
+    weight packed into the cache once: (descs, params, math, prepared, call, shape, out,
+    ws_bytes, wc_bytes, ws_ptr, wc_ptr, buffers)."""
     from convt import _C, _kernels
 
     params = (case.dims, case.stride, case.padding, case.output_padding, case.dilation, case.groups)
@@ -59,9 +65,18 @@ def breakdown(x, w, b, case, calls: int) -> str:
     ws = torch.empty(ws_bytes + 256, dtype=torch.uint8, device=x.device)
     wc = torch.empty(wc_bytes + 256, dtype=torch.uint8, device=x.device)
     ws_ptr, wc_ptr = (ws.data_ptr() + 255) & ~255, (wc.data_ptr() + 255) & ~255
-    stream = torch.cuda.current_stream().cuda_stream
     if wc_bytes:
         _C.run(call, out.data_ptr(), out.stride(), stream, ws_ptr, ws_bytes, wc_ptr, False)
+    return descs, params, math, prepared, call, shape, out, ws_bytes, wc_bytes, ws_ptr, wc_ptr, (ws, wc)
+
+
+def breakdown(x, w, b, case, calls: int) -> str:
+    """Host microseconds per call of convt's C++ entry points alone."""
+    from convt import _C, _kernels
+
+    stream = torch.cuda.current_stream().cuda_stream
+    descs, params, math, prepared, call, shape, out, ws_bytes, wc_bytes, ws_ptr, wc_ptr, _keep = \
+        _prepared_call(x, w, b, case, stream)
     parts = {
         "describe x3": lambda: tuple(_kernels.describe(t) for t in (x, w, b) if t is not None),
         "prepare": lambda: _C.prepare_forward(*descs, params, math, 0, True),
@@ -95,6 +110,23 @@ class _TimedC:
         self.marks["ran"] = time.perf_counter()
 
 
+def _torch_sleep(run_torch, stream) -> tuple:
+    """(PyTorch's event time in ms, the torch.cuda._sleep cycles that last as long): the
+    sleep stands in for PyTorch's call."""
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record(stream)
+    run_torch()
+    e.record(stream)
+    e.synchronize()
+    torch_ms = s.elapsed_time(e)
+    s.record(stream)
+    torch.cuda._sleep(1000000)
+    e.record(stream)
+    e.synchronize()
+    return torch_ms, int(1000000 * torch_ms / max(s.elapsed_time(e), 1e-3))
+
+
 def interleaved(run_convt, run_torch, reps: int) -> str:
     """Medians over reps of convt's host steps (us) and its event time (ms), the
     benchmark's way, after each kind of preceding call."""
@@ -107,19 +139,7 @@ def interleaved(run_convt, run_torch, reps: int) -> str:
     timed = _TimedC(_kernels._C)
     real = _kernels._C
     stream = torch.cuda.current_stream()
-    # PyTorch's event time, for the sleep that stands in for its call.
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record(stream)
-    run_torch()
-    e.record(stream)
-    e.synchronize()
-    torch_ms = s.elapsed_time(e)
-    s.record(stream)
-    torch.cuda._sleep(1000000)
-    e.record(stream)
-    e.synchronize()
-    cycles = int(1000000 * torch_ms / max(s.elapsed_time(e), 1e-3))
+    torch_ms, cycles = _torch_sleep(run_torch, stream)
     before = {"convt": run_convt, "torch": run_torch,
               "sleep": lambda: torch.cuda._sleep(cycles)}
     rows = []
@@ -173,6 +193,58 @@ def interleaved(run_convt, run_torch, reps: int) -> str:
             + "\n    ".join(rows))
 
 
+def cold_steps(x, w, b, case, run_convt, run_torch, reps: int) -> str:
+    """Each host step of a forward call timed alone after the GPU was waited for (a sleep
+    as long as PyTorch's call, then the L2 written), and in a hot loop: us, medians."""
+    import statistics
+
+    from convt import _C, _dispatch, _kernels
+    from convt.bench.timing import L2Flusher
+
+    flush = L2Flusher("cuda")
+    stream = torch.cuda.current_stream()
+    torch_ms, cycles = _torch_sleep(run_torch, stream)
+    descs, params, math, prepared, call, shape, out, ws_bytes, wc_bytes, ws_ptr, wc_ptr, _keep = \
+        _prepared_call(x, w, b, case, stream.cuda_stream)
+    ev = torch.cuda.Event(enable_timing=True)
+    steps = {
+        "event record": lambda: ev.record(stream),
+        "uses_dispatcher": lambda: _dispatch.uses_dispatcher(x, w, b),
+        "math mode": _kernels.cuda_math_mode,
+        "describe x, w": lambda: (_kernels.describe(x), _kernels.describe(w)),
+        "prepare_forward": lambda: _C.prepare_forward(*descs, params, math, 0, True),
+        "new_empty(out)": lambda: x.new_empty(shape),
+        "empty(workspace)": lambda: torch.empty(ws_bytes + 256, dtype=torch.uint8, device=x.device),
+        "current stream": lambda: _kernels._raw_stream(x.get_device()),
+        "weight tag": lambda: _kernels._weight_tag(w, prepared[5], stream.cuda_stream),
+        "run, weight kept": lambda: _C.run(call, out.data_ptr(), out.stride(), stream.cuda_stream,
+                                           ws_ptr, ws_bytes, wc_ptr, bool(wc_bytes)),
+        "convt call": run_convt,
+        "PyTorch call": run_torch,
+        "python work": _python_work,
+    }
+    rows = []
+    for name, fn in steps.items():
+        cold, hot = [], []
+        for _ in range(reps):
+            torch.cuda._sleep(cycles)
+            torch.cuda.synchronize()
+            flush()
+            t0 = time.perf_counter()
+            r = fn()
+            cold.append(time.perf_counter() - t0)
+            del r
+        torch.cuda.synchronize()
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            r = fn()
+            hot.append(time.perf_counter() - t0)
+            del r
+        torch.cuda.synchronize()
+        rows.append(f"{name:18} cold {statistics.median(cold) * 1e6:7.1f}  hot {statistics.median(hot) * 1e6:7.1f}")
+    return f"(after a sleep of PyTorch's {torch_ms:.3f} ms; us per step)\n    " + "\n    ".join(rows)
+
+
 def _python_work() -> int:
     """A fixed few microseconds of interpreter work (dicts, tuples, calls)."""
     d = {}
@@ -199,7 +271,10 @@ def main():
     ap.add_argument("--interleaved", action="store_true",
                     help="time convt's calls the benchmark's way after each kind of call, "
                          "with its host steps (see the module doc)")
-    ap.add_argument("--reps", type=int, default=30, help="calls timed with --interleaved")
+    ap.add_argument("--cold", action="store_true",
+                    help="time each host step of a call alone after the GPU was waited for, "
+                         "and hot (see the module doc)")
+    ap.add_argument("--reps", type=int, default=30, help="calls timed with --interleaved or --cold")
     args = ap.parse_args()
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     cases = load_suite(args.suite).cases
@@ -235,6 +310,9 @@ def main():
         if args.interleaved:
             with torch.no_grad():
                 print("    " + interleaved(run_convt, run_torch, args.reps))
+        if args.cold:
+            with torch.no_grad():
+                print("    " + cold_steps(x, w, b, case, run_convt, run_torch, args.reps))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ C++/CUDA kernels:
 * ``convt.describe_forward(input, weight, ...)`` — the kernel a forward call would run, and
   why (what ``CONVT_LOG=1`` prints per call);
 * ``convt.clear_weight_cache()`` — forget the weight re-layouts CUDA forwards keep per
-  weight while it is unchanged (needed only after changing a weight through ``.data``).
+  weight while it is unchanged (needed only after changing a weight through ``.data``);
+* ``convt.release_workspaces()`` — give back the workspaces (up to 32 MiB per device and
+  stream) kept for the next CUDA call on the same stream.
 
 Results, output layouts, errors, autograd (to any order), autocast and torch.compile
 behave as PyTorch's. float32 on CUDA uses TF32 exactly when PyTorch's cuDNN convolutions
@@ -23,7 +25,7 @@ from . import _dispatch  # noqa: F401  (registers the autograd of torch.ops.conv
 from . import nn
 from .convert import convert
 from .functional import conv_transpose1d, conv_transpose2d, conv_transpose3d, describe_forward
-from ._kernels import clear_weight_cache
+from ._kernels import clear_weight_cache, release_workspaces
 
 __version__ = _C.__version__
 
@@ -37,6 +39,7 @@ __all__ = [
     "conv_transpose3d",
     "describe_forward",
     "clear_weight_cache",
+    "release_workspaces",
     "convert",
     "nn",
     "ops",

@@ -33,6 +33,7 @@ __all__ = [
     "cudnn_channels_last",
     "clear_weight_cache",
     "weight_cache_enabled",
+    "release_workspaces",
 ]
 
 # convt::DType codes.
@@ -180,24 +181,77 @@ def cudnn_channels_last(x) -> bool:
     return not (x.dtype is torch.float64 and x.is_cuda)
 
 
-def _run(prepared: tuple, like: torch.Tensor, channels_last: bool, cache: tuple = (0, False)) -> torch.Tensor:
-    """Allocate the output of a prepared call (and its workspace), run it, return the output.
-
-    ``cache``: (pointer, valid) of the forward's weight cache (see ``_weight_cache``)."""
+def _run(prepared: tuple, like: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    """Allocate the output of a prepared call (and its workspace), run it, return the output."""
     call, shape, _, workspace_bytes = prepared[:4]
-    if channels_last:
-        out = torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=_CHANNELS_LAST[len(shape)])
-    else:
-        out = like.new_empty(shape)
-    stream = _raw_stream(like.get_device()) if like.is_cuda else 0
-    if workspace_bytes:
-        # The API asks for 256-byte alignment: over-allocate and round the pointer up.
-        workspace = torch.empty(workspace_bytes + 256, dtype=torch.uint8, device=like.device)
-        ptr = (workspace.data_ptr() + 255) & ~255
-        _C.run(call, out.data_ptr(), out.stride(), stream, ptr, workspace_bytes, *cache)
-    else:
-        _C.run(call, out.data_ptr(), out.stride(), stream, 0, 0, *cache)
+    out = _empty_output(shape, like, channels_last)
+    if like.is_cuda:
+        index = like.get_device()
+        stream = _raw_stream(index)
+        if workspace_bytes:
+            workspace = _workspace(workspace_bytes, like, index, stream, _capturing())
+            _C.run(call, out.data_ptr(), out.stride(), stream, workspace[1], workspace_bytes)
+            return out
+        _C.run(call, out.data_ptr(), out.stride(), stream, 0, 0)
+        return out
+    _C.run(call, out.data_ptr(), out.stride(), 0, 0, 0)  # (the CPU backend takes no workspace)
     return out
+
+
+def _empty_output(shape, like: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    if channels_last:
+        return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=_CHANNELS_LAST[len(shape)])
+    return like.new_empty(shape)
+
+
+# Whether the current CUDA stream is being captured into a graph (torch's C getter, without
+# the Python wrapper: a call's host time).
+_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+if _capturing is None:  # a torch built without CUDA
+
+    def _capturing() -> bool:
+        return False
+
+
+# ---------------------------------------------------------------------------------------
+# Workspaces kept per (device, stream). A CUDA call's workspace is read and written only by
+# the kernels it enqueues on its stream, so the next call on the same stream can take the
+# same memory: the stream orders its kernels after the previous call's. Workspaces of up to
+# ``_WORKSPACE_KEPT_BYTES`` are kept that way (as cuBLAS keeps a workspace per handle and
+# stream), larger ones are allocated for each call and released after it (the caching
+# allocator reuses them in the same stream order). A kept workspace is replaced by a larger
+# one when a call needs more; one allocated inside a CUDA-graph capture is never kept (the
+# graph's kernels hold it for every replay). ``CONVT_KEEP_WORKSPACE=0`` (read at import)
+# allocates every workspace per call; ``convt.release_workspaces()`` drops the kept ones.
+# ---------------------------------------------------------------------------------------
+_WORKSPACE_KEPT_BYTES = 32 << 20
+_KEEP_WORKSPACE = os.environ.get("CONVT_KEEP_WORKSPACE", "1") != "0"
+_workspaces: dict = {}
+
+
+def _workspace(nbytes: int, like: torch.Tensor, index: int, stream: int, capturing: bool) -> tuple:
+    """(buffer, 256-byte aligned pointer, usable bytes) of at least nbytes for a call on
+    this device and stream; the caller holds the buffer until its kernels are enqueued."""
+    if capturing or nbytes > _WORKSPACE_KEPT_BYTES or not _KEEP_WORKSPACE:
+        buf = torch.empty(nbytes + 256, dtype=torch.uint8, device=like.device)
+        return buf, (buf.data_ptr() + 255) & ~255, nbytes
+    key = (index, stream)
+    kept = _workspaces.get(key)
+    if kept is not None and kept[2] >= nbytes:
+        return kept
+    if len(_workspaces) >= 64:  # many streams come and go: start over
+        _workspaces.clear()
+    size = max(nbytes, 1 << 20)
+    buf = torch.empty(size + 256, dtype=torch.uint8, device=like.device)
+    kept = (buf, (buf.data_ptr() + 255) & ~255, size)
+    _workspaces[key] = kept
+    return kept
+
+
+def release_workspaces() -> None:
+    """Drop the workspaces kept for later calls (up to 32 MiB per device and stream); the
+    memory goes back to PyTorch's caching allocator, and the next call allocates again."""
+    _workspaces.clear()
 
 
 # The forward's weight re-layout, kept per weight tensor. The CUDA implicit-GEMM kernels
@@ -211,9 +265,20 @@ def _run(prepared: tuple, like: torch.Tensor, channels_last: bool, cache: tuple 
 # a CUDA graph never use it (a replay would not see later in-place changes of the weight).
 _weight_cache: dict = {}
 
+# os.environ's own mapping (bytes keys on POSIX), read directly: a lookup through
+# os.environ.get encodes the key and decodes the value on every call.
+_environ_data = getattr(os.environ, "_data", None)
+try:
+    _WEIGHT_CACHE_KEY = os.environ.encodekey("CONVT_WEIGHT_CACHE")
+    _ZERO_VALUE = os.environ.encodevalue("0")
+except AttributeError:  # pragma: no cover - an os.environ without them
+    _environ_data = None
+
 
 def weight_cache_enabled() -> bool:
     """Whether CUDA forwards keep their weight re-layout (``CONVT_WEIGHT_CACHE``, default on)."""
+    if _environ_data is not None:
+        return _environ_data.get(_WEIGHT_CACHE_KEY) != _ZERO_VALUE
     return os.environ.get("CONVT_WEIGHT_CACHE", "1") != "0"
 
 
@@ -248,19 +313,38 @@ def _forget(ident: int, cache: dict = _weight_cache):
 
 
 def _run_forward(prepared: tuple, x: torch.Tensor, w: torch.Tensor, channels_last: bool) -> torch.Tensor:
-    """_run for a forward, with the weight's re-layout kept in ``_weight_cache``."""
-    nbytes = prepared[4]
-    if not nbytes or not weight_cache_enabled() or torch.cuda.is_current_stream_capturing():
+    """_run for a forward: on CUDA with its workspace kept per stream (``_workspace``) and
+    the weight's re-layout kept in ``_weight_cache`` (few Python calls: this is a small
+    layer's host time)."""
+    if not x.is_cuda:
         return _run(prepared, x, channels_last)
-    stream = _raw_stream(x.get_device())
-    tag = _weight_tag(w, prepared[5], stream)
+    call, shape, _, workspace_bytes, nbytes, key = prepared
+    index = x.get_device()
+    stream = _raw_stream(index)
+    capturing = _capturing()
+    out = _empty_output(shape, x, channels_last)
+    workspace = _workspace(workspace_bytes, x, index, stream, capturing) if workspace_bytes else _NO_WORKSPACE
+    _launch_forward(call, out, stream, workspace[1], workspace_bytes, w, nbytes, key, capturing)
+    return out
+
+
+def _launch_forward(call, out, stream: int, workspace_ptr: int, workspace_bytes: int, w: torch.Tensor,
+                    nbytes: int, key: int, capturing: bool) -> None:
+    """_C.run of a CUDA forward into ``out``, the weight's packing taken from or kept in
+    ``_weight_cache`` (``nbytes`` and ``key``: prepare_forward's weight re-layout)."""
+    if not nbytes or capturing or not weight_cache_enabled():
+        _C.run(call, out.data_ptr(), out.stride(), stream, workspace_ptr, workspace_bytes)
+        return
+    tag = _weight_tag(w, key, stream)
     if tag is None:
-        return _run(prepared, x, channels_last)
+        _C.run(call, out.data_ptr(), out.stride(), stream, workspace_ptr, workspace_bytes)
+        return
     ident = id(w)
     entry = _weight_cache.get(ident)
     if entry is not None and entry[0]() is w:
         if entry[1] == tag:
-            return _run(prepared, x, channels_last, (entry[3], True))
+            _C.run(call, out.data_ptr(), out.stride(), stream, workspace_ptr, workspace_bytes, entry[3], True)
+            return
     else:
         entry = None
     # Packed again: into the kept buffer where it is large enough and was used on this
@@ -270,12 +354,14 @@ def _run_forward(prepared: tuple, x: torch.Tensor, w: torch.Tensor, channels_las
     if entry is not None and entry[1][4] == stream and entry[2].numel() >= nbytes + 256:
         buf, ptr = entry[2], entry[3]
     else:
-        buf = torch.empty(nbytes + 256, dtype=torch.uint8, device=x.device)
+        buf = torch.empty(nbytes + 256, dtype=torch.uint8, device=out.device)
         ptr = (buf.data_ptr() + 255) & ~255
-    out = _run(prepared, x, channels_last, (ptr, False))
+    _C.run(call, out.data_ptr(), out.stride(), stream, workspace_ptr, workspace_bytes, ptr, False)
     ref = entry[0] if entry is not None else weakref.ref(w, _forget(ident))
     _weight_cache[ident] = (ref, tag, buf, ptr)
-    return out
+
+
+_NO_WORKSPACE = (None, 0, 0)
 
 
 def _op_name(spatial_dims: int) -> str:

@@ -505,9 +505,13 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
 
   // The tile counter, (split TF32, groups merged) the non-finite flag and the copier warps'
-  // unit counter, zero before the kernels (the chunks' counts too, further below, where they
-  // copy).
-  check_cuda(cudaMemsetAsync(counter, 0, 4 * sizeof(int), opt.stream), "cudaMemsetAsync");
+  // unit counter, zero before the kernels; where the plan copies with the copier warps, the
+  // chunks' counts after them (wg_chunk_done_offset, 256 bytes on) in the same memset: each
+  // call into the driver is a small layer's host time.
+  const std::size_t zeroed =
+      plan.wg_copy_fused ? plan.wg_chunk_done_offset - plan.wg_counter_offset + plan.wg_chunk_done_bytes
+                         : 4 * sizeof(int);
+  check_cuda(cudaMemsetAsync(counter, 0, zeroed, opt.stream), "cudaMemsetAsync");
   wg::PackParams pk = wgmma_pack_params(plan, p, kSplit);
   pk.w = w.data;
   pk.wp = wp;
@@ -603,12 +607,10 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
                    tp.in[0] * tp.in[1] * tp.wout;
     // The copy made by the forward kernel's copier warps while its tiles run
     // (Params::fused), where the plan asks for it and x's layout allows.
+    // (The chunks' counts were zeroed with the counter above: wgmma_input_copied_in_kernel
+    // holds only where plan.wg_copy_fused does.)
     fused = !kSplit && wgmma_input_copied_in_kernel(plan, p, x);
-    if (fused) {
-      check_cuda(cudaMemsetAsync(ws + plan.wg_chunk_done_offset, 0, plan.wg_chunk_done_bytes,
-                                 opt.stream),
-                 "cudaMemsetAsync");
-    } else if (tp.x_str[4] == 1) {
+    if (!fused && tp.x_str[4] == 1) {
       // Rows of the input contiguous: the tiled copy, with 16-byte loads where every row
       // starts 16-byte aligned and holds whole 16-byte chunks.
       constexpr int kc = wg::Kc<T>::value;
@@ -622,7 +624,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
       } else {
         wg::transpose_input_tiled_kernel<T, false><<<tblocks, 256, 0, opt.stream>>>(tp);
       }
-    } else {
+    } else if (!fused) {
       const int64_t vecs = int64_t(tp.batch) * tp.groups * tp.cblocks *
                            (tp.bk / wg::Kc<T>::value) * tp.in[0] * tp.in[1] * tp.wout;
       const int64_t tblocks = std::min<int64_t>((vecs + 255) / 256, int64_t(1) << 20);

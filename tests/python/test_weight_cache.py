@@ -156,20 +156,17 @@ def test_cache_logic_with_the_run_stubbed(monkeypatch):
     convt.clear_weight_cache()
     calls = []
 
-    def fake_run(prepared, like, channels_last, cache=(0, False)):
-        calls.append(cache)
-        return like
+    class FakeC:
+        @staticmethod
+        def run(call, out_ptr, out_strides, stream, ws_ptr, ws_bytes, cache_ptr=0, valid=False):
+            calls.append((cache_ptr, valid))
 
-    stream = [11]
-    monkeypatch.setattr(_kernels, "_run", fake_run)
-    monkeypatch.setattr(_kernels, "_raw_stream", lambda index: stream[0])
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
-    x = torch.randn(1, 2, 3, 3)
+    monkeypatch.setattr(_kernels, "_C", FakeC)
+    out = torch.empty(1, 2, 5, 5)
     w = torch.randn(2, 2, 3, 3)
-    prepared = (None, None, False, 0, 1000, 42)  # (call, shape, cl, workspace, bytes, key)
 
-    def run(weight=w, prep=prepared):
-        _kernels._run_forward(prep, x, weight, False)
+    def run(weight=w, nbytes=1000, key=42, stream=11, capturing=False):
+        _kernels._launch_forward(None, out, stream, 0, 0, weight, nbytes, key, capturing)
         return calls[-1]
 
     first = run()
@@ -179,16 +176,16 @@ def test_cache_logic_with_the_run_stubbed(monkeypatch):
         w.add_(1)  # version bumped: packed again, into the same buffer (same stream)
     assert run() == (first[0], False)
     assert run() == (first[0], True)
-    assert run(prep=prepared[:5] + (43,)) == (first[0], False)  # another layout key
-    stream[0] = 12  # another stream: a buffer of its own
-    other = run()
+    assert run(key=43) == (first[0], False)  # another layout key
+    other = run(stream=12)  # another stream: a buffer of its own
     assert other[1] is False and other[0] != first[0]
-    assert run() == (other[0], True)
-    assert run(prep=prepared[:4] + (0, 0)) == (0, False)  # nothing to keep: no cache
+    assert run(stream=12) == (other[0], True)
+    assert run(nbytes=0, key=0, stream=12) == (0, False)  # nothing to keep: no cache
+    assert run(stream=12, capturing=True) == (0, False)  # captured: never the cache
     monkeypatch.setenv("CONVT_WEIGHT_CACHE", "0")
-    assert run() == (0, False)
+    assert run(stream=12) == (0, False)
     monkeypatch.delenv("CONVT_WEIGHT_CACHE")
-    assert run() == (other[0], True)
+    assert run(stream=12) == (other[0], True)
     w2 = torch.randn(2, 2, 3, 3)
     assert run(weight=w2)[1] is False
     assert id(w2) in _kernels._weight_cache
