@@ -1217,10 +1217,12 @@ __device__ __forceinline__ void pair_epilogue(float (&acc)[N / 64][NC / 2],
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
+          // (The two phases' values of a channel and position side by side: one 8-byte
+          // store; stg and kP2 keep every pair 8-byte aligned.)
           const int q = 16 * i + 8 * h + g8;
-          float* at = stg + (2 * t4 + e) * kP2 + 2 * q;
-          at[0] = mma0 ? acc[i][4 * pass + 2 * h + e] : 0.f;
-          at[1] = mma1 ? acc2[i][4 * pass + 2 * h + e] : 0.f;
+          *reinterpret_cast<float2*>(stg + (2 * t4 + e) * kP2 + 2 * q) =
+              make_float2(mma0 ? acc[i][4 * pass + 2 * h + e] : 0.f,
+                          mma1 ? acc2[i][4 * pass + 2 * h + e] : 0.f);
         }
     __syncwarp();
     const int c8 = 8 * pass;
@@ -1243,6 +1245,13 @@ __device__ __forceinline__ void pair_epilogue(float (&acc)[N / 64][NC / 2],
       __syncwarp();
       continue;
     }
+    // (The pass's 8 biases in registers for all of the lane's positions, each pair of
+    // staged values one 8-byte load, the channels unrolled under a count: the stores' loop
+    // is a third of the kernel's issue slots on narrow strided layers, kb72.)
+    const int nch = min(8, co_valid - c8);
+    float bv[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) bv[i] = info->bias[c8 + i];
 #pragma unroll 1
     for (int ql = lane; ql < 16 * kMB; ql += 32) {
       const int m = 64 * (ql / 16) + 16 * warp + ql % 16;
@@ -1254,15 +1263,17 @@ __device__ __forceinline__ void pair_epilogue(float (&acc)[N / 64][NC / 2],
       const bool pair = v0 && v1 && cstep == 1 && ys1 % 2 == 0 &&
                         reinterpret_cast<uintptr_t>(q) % (2 * sizeof(T)) == 0;
       const float* src = stg + 2 * ql;
-#pragma unroll 4
-      for (int i = 0; i < min(8, co_valid - c8); ++i, q += ys1) {
-        const float b = info->bias[c8 + i];
-        const float a0 = src[i * kP2] + b, a1 = src[i * kP2 + 1] + b;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        if (i >= nch) break;
+        const float2 v = *reinterpret_cast<const float2*>(src + i * kP2);
+        const float a0 = v.x + bv[i], a1 = v.y + bv[i];
+        T* qi = q + i * ys1;
         if (pair) {
-          store_pair<T>(q, 0, a0, a1);
+          store_pair<T>(qi, 0, a0, a1);
         } else {
-          if (v0) q[0] = Elem<T>::from_float(a0);
-          if (v1) q[cstep] = Elem<T>::from_float(a1);
+          if (v0) qi[0] = Elem<T>::from_float(a0);
+          if (v1) qi[cstep] = Elem<T>::from_float(a1);
         }
       }
     }
