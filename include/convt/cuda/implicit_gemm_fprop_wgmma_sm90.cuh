@@ -835,18 +835,23 @@ __device__ __forceinline__ void mma_step(float (&acc)[MB][NA / 2], uint64_t dw, 
 // a branch of its own: warp-uniform, so neither costs a select or a test per element).
 // (Unrolling all 16 in the channel-major kernels, whose accumulators take most registers,
 // made ptxas move the accumulators to the stack: 416-512 bytes at N = 208..256.)
-template <typename T>
-__device__ __forceinline__ void store_channel(T* q, int64_t d1, const float2 v, float b,
+// kBias: the layer has a bias (info->bias holds it); without one (every KernelBench layer)
+// the bias is neither loaded nor added: a load and two adds of the five or six instructions
+// a channel takes here.
+template <typename T, bool kBias = true>
+__device__ __forceinline__ void store_channel(T* q, int64_t d1, const float2 v, const float* b,
                                               bool pair, bool v0, bool v1) {
+  const float bv = kBias ? *b : 0.f;
+  const float a0 = kBias ? v.x + bv : v.x, a1 = kBias ? v.y + bv : v.y;
   if (pair) {
-    store_pair<T>(q, 0, v.x + b, v.y + b);
+    store_pair<T>(q, 0, a0, a1);
   } else {
-    if (v0) q[0] = Elem<T>::from_float(v.x + b);
-    if (v1) q[d1] = Elem<T>::from_float(v.y + b);
+    if (v0) q[0] = Elem<T>::from_float(a0);
+    if (v1) q[d1] = Elem<T>::from_float(a1);
   }
 }
 
-template <typename T, int kUnroll, int kCh = 16>
+template <typename T, int kUnroll, int kCh = 16, bool kBias = true>
 __device__ __forceinline__ void store_two_positions(T* y, const float* staged, int pitch, int nn,
                                                     int m0, int mcount, const EpiInfo* info,
                                                     int wbox, int rows, int cols, int64_t ys1,
@@ -869,17 +874,32 @@ __device__ __forceinline__ void store_two_positions(T* y, const float* staged, i
   if (zero) {
 #pragma unroll 1
     for (int i = 0; i < min(mcount, kCh); ++i, q += ys1)
-      store_channel<T>(q, d1, make_float2(0.f, 0.f), bias[i], pair, v0, v1);
+      store_channel<T>(q, d1, make_float2(0.f, 0.f), bias + i, pair, v0, v1);
   } else if (mcount >= kCh) {
 #pragma unroll kUnroll
     for (int i = 0; i < kCh; ++i, q += ys1)
-      store_channel<T>(q, d1, *reinterpret_cast<const float2*>(staged + i * pitch), bias[i],
-                       pair, v0, v1);
+      store_channel<T, kBias>(q, d1, *reinterpret_cast<const float2*>(staged + i * pitch),
+                              bias + i, pair, v0, v1);
   } else {
 #pragma unroll 1
     for (int i = 0; i < mcount; ++i, q += ys1)
-      store_channel<T>(q, d1, *reinterpret_cast<const float2*>(staged + i * pitch), bias[i],
-                       pair, v0, v1);
+      store_channel<T, kBias>(q, d1, *reinterpret_cast<const float2*>(staged + i * pitch),
+                              bias + i, pair, v0, v1);
+  }
+}
+
+// store_two_positions with the layer's bias, or without one (has_bias: uniform).
+template <typename T, int kUnroll, int kCh = 16>
+__device__ __forceinline__ void store_two_positions_b(bool has_bias, T* y, const float* staged,
+                                                      int pitch, int nn, int m0, int mcount,
+                                                      const EpiInfo* info, int wbox, int rows,
+                                                      int cols, int64_t ys1, bool zero) {
+  if (has_bias) {
+    store_two_positions<T, kUnroll, kCh, true>(y, staged, pitch, nn, m0, mcount, info, wbox,
+                                               rows, cols, ys1, zero);
+  } else {
+    store_two_positions<T, kUnroll, kCh, false>(y, staged, pitch, nn, m0, mcount, info, wbox,
+                                                rows, cols, ys1, zero);
   }
 }
 
@@ -1177,12 +1197,12 @@ __device__ __forceinline__ void pair_epilogue_cm(float (&acc)[1][N / 2], float (
 #pragma unroll 4
         for (int i = 0; i < 16; ++i, q += ys1)
           store_channel<T>(q, cstep, *reinterpret_cast<const float2*>(stg + i * kEpiPitch + 2 * lane),
-                           bias[i], pair, v0, v1);
+                           bias + i, pair, v0, v1);
       } else {
 #pragma unroll 1
         for (int i = 0; i < mcount; ++i, q += ys1)
           store_channel<T>(q, cstep, *reinterpret_cast<const float2*>(stg + i * kEpiPitch + 2 * lane),
-                           bias[i], pair, v0, v1);
+                           bias + i, pair, v0, v1);
       }
     }
     __syncwarp();
@@ -2486,8 +2506,9 @@ __global__ void __launch_bounds__(block_threads(kXp,
           store_position_channels<T, N>(y, stg, pass, lane, wq * 16, info, p.wbox, rows, cols,
                                         !has_mma);
         } else if (nn < N) {
-          store_two_positions<T, 4>(y, stg + 2 * lane, kEpiPitch, nn, wq * 16,
-                                 co_valid - wq * 16, info, p.wbox, rows, cols, ys1, !has_mma);
+          store_two_positions_b<T, 4>(p.bias != nullptr, y, stg + 2 * lane, kEpiPitch, nn,
+                                      wq * 16, co_valid - wq * 16, info, p.wbox, rows, cols,
+                                      ys1, !has_mma);
         }
         __syncwarp();
       }
@@ -2543,8 +2564,9 @@ __global__ void __launch_bounds__(block_threads(kXp,
         } else if (j < 16 * kMB) {
           // (Unrolled by 4 at 64 channels: fully, the pass loop above stays rolled and the
           // accumulators go to local memory.)
-          store_two_positions<T, (NC > 48 ? 4 : 16)>(y, stg + j, kPitch, nn, 16 * pass, left,
-                                                     info, p.wbox, rows, cols, ys1, !has_mma);
+          store_two_positions_b<T, (NC > 48 ? 4 : 16)>(p.bias != nullptr, y, stg + j, kPitch, nn,
+                                                       16 * pass, left, info, p.wbox, rows,
+                                                       cols, ys1, !has_mma);
         }
         __syncwarp();
       }
