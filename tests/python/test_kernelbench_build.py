@@ -268,6 +268,21 @@ _PROBLEMS = {
         def get_init_inputs():
             return []
         ''',
+    "p2d_wide": '''
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.up = nn.ConvTranspose2d(32, 48, 3, stride=2, padding=1, output_padding=1)
+
+            def forward(self, x):
+                return self.up(x)
+
+        def get_inputs():
+            return [torch.rand(2, 32, 12, 14)]
+
+        def get_init_inputs():
+            return []
+        ''',
 }
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -323,6 +338,71 @@ def test_exported_model_computes_model(exported, name):
     assert [k for k, _ in kernels] == ["up"]
     info = solution._convt_extension().convt_build_info()
     assert info.startswith("convt ") and ("CUDA backend" in info if DEVICE == "cuda" else "CPU backend only" in info)
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="the weight's re-layout is kept on CUDA only")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_exported_forward_sees_every_weight_change(exported, monkeypatch, dtype):
+    """With CONVT_WEIGHT_CACHE=1 the exported wrapper keeps the forward's weight re-layout
+    per weight tensor: later forwards take it, and every change PyTorch counts (in-place
+    ops, copy_, optimizer steps, load_state_dict) is seen; a change through .data with the
+    cache off or cleared; CUDA-graph replays see in-place changes."""
+    import torch.nn.functional as F
+
+    monkeypatch.setenv("CONVT_WEIGHT_CACHE", "1")
+    _, solution, _, _ = exported["p2d_wide"]
+    torch.manual_seed(0)
+    model = solution.ModelNew().to(DEVICE, dtype)
+    up = model.up
+    x = torch.rand(2, 32, 12, 14, device=DEVICE, dtype=dtype)
+    budget = 8e-4 if dtype is torch.float32 else 1e-2
+    if "implicit-GEMM" not in solution._convt_kernel_report(model, x)[0][1]:
+        pytest.skip("this GPU runs the direct kernel here: no packing to keep")
+
+    def error(y):
+        ref = F.conv_transpose2d(x.double(), up.weight.double(), up.bias.double(), stride=2, padding=1,
+                                 output_padding=1)
+        return ((y.double() - ref).abs().max() / ref.abs().max()).item()
+
+    def check():
+        assert error(model(x)) <= budget
+
+    with torch.no_grad():
+        for _ in range(3):
+            check()
+        up.weight.mul_(-2)
+        check()
+        up.weight.copy_(torch.randn_like(up.weight))
+        check()
+        up.load_state_dict({"weight": torch.randn_like(up.weight), "bias": up.bias.clone()})
+        check()
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    model(x).float().square().mean().backward()
+    opt.step()
+    with torch.no_grad():
+        check()
+        # Through .data the version counter does not move: CONVT_WEIGHT_CACHE=0, or the
+        # cache cleared, is the way.
+        monkeypatch.setenv("CONVT_WEIGHT_CACHE", "0")
+        up.weight.data.copy_(torch.randn_like(up.weight))
+        check()
+        monkeypatch.setenv("CONVT_WEIGHT_CACHE", "1")
+        up.weight.data.mul_(-1)
+        solution._convt_extension().convt_clear_weight_cache()
+        check()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            model(x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_y = model(x)
+        for scale in (1.0, -3.0):
+            up.weight.mul_(scale)
+            graph.replay()
+            torch.cuda.synchronize()
+            assert error(static_y) <= budget
 
 
 def test_exported_module_matches_torch_details(exported):

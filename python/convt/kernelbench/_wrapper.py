@@ -26,16 +26,21 @@ FUNCTIONS = {
     "convt_grad_bias": "db: dy summed over all but dimension 1 (convt::grad_bias)",
     "convt_forward_plan": "the kernel convt's dispatcher runs for this forward call",
     "convt_build_info": "convt's build description",
+    "convt_clear_weight_cache": "forget the weight re-layouts CUDA forwards keep per weight",
 }
 
 WRAPPER_CPP = r"""
 // ---- torch-facing wrapper (convt export-kernelbench) ----
 #ifdef CONVT_WITH_CUDA
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #endif
 
+#include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace convt_kb {
@@ -180,6 +185,110 @@ void with_workspace(convt::Op op, const convt::Problem& p, const at::Tensor& lik
   fn(o);
 }
 
+#ifdef CONVT_WITH_CUDA
+// The forward's weight re-layout kept per weight tensor, as the convt package keeps it
+// (SPEC §5): the CUDA implicit-GEMM kernels pack the weight into their tiles' layout at
+// every call, and a forward whose weight is the same live tensor, with the same data
+// pointer, strides and version counter, under the same re-layout key and on the same
+// stream, takes the packing an earlier forward kept and skips it. An in-place change
+// (optimizer step, copy_, load_state_dict) bumps the version counter; a change through
+// .data is not seen (convt_clear_weight_cache forgets every entry). Never inside a CUDA-graph
+// capture (a replay would not see later changes of the weight), nor for inference tensors
+// (no version counter).
+using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+
+struct KeptPacking {
+  explicit KeptPacking(WeakImpl w) : weight(std::move(w)) {}
+  WeakImpl weight;
+  const void* data = nullptr;
+  std::vector<int64_t> strides;
+  uint32_t version = 0;
+  uint64_t key = 0;
+  cudaStream_t stream = nullptr;
+  at::Tensor buffer;
+  void* ptr = nullptr;
+};
+
+std::mutex& kept_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::unordered_map<const c10::TensorImpl*, KeptPacking>& kept_packings() {
+  static std::unordered_map<const c10::TensorImpl*, KeptPacking> kept;
+  return kept;
+}
+
+// Points o.weight_cache at the packing kept for w (valid: the forward skips packing) or at
+// a buffer the forward packs into; in the second case `pending` is the entry to keep once
+// the forward is launched (keep_packing).
+void use_kept_packing(const convt::Problem& p, const convt::TensorRef& xr, const at::Tensor& w,
+                      convt::ExecOptions& o, std::optional<KeptPacking>& pending) {
+  if (!w.is_cuda() || w.is_inference()) return;
+  // (Opt-in in exported solutions for now: CONVT_WEIGHT_CACHE=1 keeps the packings, unset
+  // or 0 packs at every call.)
+  const char* env = std::getenv("CONVT_WEIGHT_CACHE");
+  if (env == nullptr || std::string(env) != "1") return;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(o.stream, &capture) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  if (capture != cudaStreamCaptureStatusNone) return;
+  const convt::WeightRelayout r = convt::weight_relayout(p, xr, o);
+  if (r.bytes == 0) return;
+  const c10::TensorImpl* impl = w.unsafeGetTensorImpl();
+  const uint32_t version = w._version();
+  std::lock_guard<std::mutex> lock(kept_mutex());
+  auto& kept = kept_packings();
+  KeptPacking next(WeakImpl(w.getIntrusivePtr()));
+  next.data = w.data_ptr();
+  next.strides = w.strides().vec();
+  next.version = version;
+  next.key = r.key;
+  next.stream = o.stream;
+  const auto it = kept.find(impl);
+  if (it != kept.end()) {
+    KeptPacking& e = it->second;
+    if (e.weight.lock().get() == impl) {
+      if (e.data == next.data && e.strides == next.strides && e.version == version && e.key == r.key &&
+          e.stream == o.stream) {
+        o.weight_cache = e.ptr;
+        o.weight_cache_valid = true;
+        return;
+      }
+      // Packed again: into the kept buffer where it is large enough and was used on this
+      // stream (its readers are then ordered before).
+      if (e.stream == o.stream && e.buffer.numel() >= static_cast<int64_t>(r.bytes + 256)) {
+        next.buffer = e.buffer;
+        next.ptr = e.ptr;
+      }
+    }
+    // (Dropped while its buffer is rewritten; kept again once the forward is launched.)
+    kept.erase(it);
+  }
+  if (!next.buffer.defined()) {
+    next.buffer = at::empty({static_cast<int64_t>(r.bytes + 256)}, w.options().dtype(at::kByte));
+    next.ptr = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(next.buffer.data_ptr()) + 255) &
+                                       ~uintptr_t(255));
+  }
+  o.weight_cache = next.ptr;
+  o.weight_cache_valid = false;
+  pending = std::move(next);
+}
+
+void keep_packing(const at::Tensor& w, std::optional<KeptPacking>& pending) {
+  if (!pending) return;
+  std::lock_guard<std::mutex> lock(kept_mutex());
+  auto& kept = kept_packings();
+  if (kept.size() >= 64) {  // weights come and go: drop the entries of collected ones
+    for (auto it = kept.begin(); it != kept.end();)
+      it = it->second.weight.expired() ? kept.erase(it) : std::next(it);
+  }
+  kept.insert_or_assign(w.unsafeGetTensorImpl(), std::move(*pending));
+}
+#endif
+
 const char* op_name(std::size_t spatial_dims) {
   return spatial_dims == 1 ? "conv_transpose1d" : spatial_dims == 2 ? "conv_transpose2d" : "conv_transpose3d";
 }
@@ -202,9 +311,17 @@ at::Tensor convt_forward(const at::Tensor& x, const at::Tensor& w, const std::op
     at::Tensor y = at::empty(shape_vector(p.output_shape(), p.tensor_rank()),
                              x.options().memory_format(result_format(channels_last, x, w, p.tensor_rank())));
     const convt::TensorRef yr = view(y);
-    with_workspace(convt::Op::kForward, p, x, options(x, math), [&](const convt::ExecOptions& o) {
+    convt::ExecOptions eo = options(x, math);
+#ifdef CONVT_WITH_CUDA
+    std::optional<KeptPacking> pending;
+    use_kept_packing(p, xr, w, eo, pending);
+#endif
+    with_workspace(convt::Op::kForward, p, x, eo, [&](const convt::ExecOptions& o) {
       convt::forward(p, xr, wr, bias ? &br : nullptr, yr, o);
     });
+#ifdef CONVT_WITH_CUDA
+    keep_packing(w, pending);
+#endif
     return y;
   } catch (const convt::Error& e) {
     raise(e);
@@ -312,6 +429,14 @@ std::string convt_forward_plan(const at::Tensor& x, const at::Tensor& w, const s
 }
 
 std::string convt_build_info() { return convt::build_info(); }
+
+// Forgets every kept weight re-layout (needed only after a weight changed through .data).
+void convt_clear_weight_cache() {
+#ifdef CONVT_WITH_CUDA
+  std::lock_guard<std::mutex> lock(convt_kb::kept_mutex());
+  convt_kb::kept_packings().clear();
+#endif
+}
 """
 
 CUDA_EXTRA = r"""
