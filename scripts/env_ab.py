@@ -8,8 +8,11 @@ subprocess per setting and round).
         base= noxp=CONVT_WG_XP=0 nc24=CONVT_WG_NC=24
 
 A setting is NAME=VAR=VALUE[,VAR=VALUE...], or NAME= for the environment as it is.
+--json FILE also writes every case's times per setting and round (ms), for fits over a
+suite's layers (scripts/ab_summary.py reads the printed table).
 """
 import argparse
+import json
 import math
 import os
 import subprocess
@@ -60,6 +63,7 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--gpu-time", action="store_true",
                     help="the GPU's time alone (time_cases.py --gpu-time): for small layers")
+    ap.add_argument("--json", default=None, help="also write the times (ms) to this file")
     ap.add_argument("--channels-last", action="store_true",
                     help="channels_last inputs (time_cases.py --channels-last); the outputs "
                          "take PyTorch's memory format for them (channels_last where its do)")
@@ -80,9 +84,18 @@ def main():
     header = "case dtype " + " ".join(f"{name}[{i}]" for name, _ in settings for i in range(args.rounds))
     print(header)
     for key in keys:
-        cols = [f"{runs[name][i].get(key, float('nan')):.3f}" for name, _ in settings
+        cols = [f"{runs[name][i].get(key, float('nan')):.4f}" for name, _ in settings
                 for i in range(args.rounds)]
         print(f"{key[0]} {key[1]} " + " ".join(cols))
+    if args.json:
+        doc = {"suite": args.suite, "gpu_time": args.gpu_time, "channels_last": args.channels_last,
+               "rounds": args.rounds, "reps": args.reps,
+               "settings": {name: env for name, env in settings},
+               "rows": [{"case": k[0], "dtype": k[1],
+                         "ms": {name: [runs[name][i].get(k) for i in range(args.rounds)]
+                                for name, _ in settings}} for k in keys]}
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
     base = settings[0][0]
     for dtype in args.dtype.split(","):
         ks = [k for k in keys if k[1] == dtype]

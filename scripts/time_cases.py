@@ -35,7 +35,7 @@ def main():
     for case in cases:
         op, call = case_forward(case, dtype, channels_last=args.channels_last)
         ms = gpu_median_ms(lambda: op(*call), args.reps, warmup=3, busy=args.gpu_time)
-        print(f"{case.id} {args.dtype} {ms:.3f} ms")
+        print(f"{case.id} {args.dtype} {ms:.4f} ms")
         if args.describe:
             print("   ", convt.describe_forward(*call))
 

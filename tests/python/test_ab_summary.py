@@ -53,3 +53,33 @@ def test_cli_and_bad_input(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1
     assert "ab_summary.py: no 'case dtype ...' header" in bad.stderr
+
+
+def test_env_ab_table_and_json_from_stubbed_runs(tmp_path, monkeypatch, capsys):
+    """scripts/env_ab.py with its time_cases.py runs stubbed: settings alternate round by
+    round, the table is what ab_summary.py reads, and --json keeps every time."""
+    import json
+
+    import env_ab
+
+    calls = []
+
+    def fake_run(dtype, cases, reps, env, suite="kernelbench", gpu_time=False, channels_last=False):
+        calls.append(env.get("X"))
+        scale = 2.0 if env.get("X") == "1" else 1.0
+        return {("c1", dtype): 0.0123 * scale, ("c2", dtype): 0.5 * scale}
+
+    monkeypatch.setattr(env_ab, "run", fake_run)
+    out = tmp_path / "ab.json"
+    monkeypatch.setattr(sys, "argv", ["env_ab.py", "--dtype", "bf16", "--cases", "c1,c2", "--rounds", "2",
+                                      "--json", str(out), "base=", "x=X=1"])
+    env_ab.main()
+    assert calls == [None, "1", "1", None]  # the second round in reverse order
+    printed = capsys.readouterr().out
+    assert "c1 bf16 0.0123 0.0123 0.0246 0.0246" in printed
+    assert "geomean bf16 base/x per round: 0.500 0.500" in printed  # (time of base over x)
+    table = ab_summary.parse(printed)
+    assert table["rows"][0] == ("c1", "bf16", {"base": [0.0123, 0.0123], "x": [0.0246, 0.0246]})
+    doc = json.loads(out.read_text())
+    assert doc["settings"] == {"base": {}, "x": {"X": "1"}}
+    assert doc["rows"][1] == {"case": "c2", "dtype": "bf16", "ms": {"base": [0.5, 0.5], "x": [1.0, 1.0]}}
