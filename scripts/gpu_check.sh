@@ -975,11 +975,12 @@ fi
 if has tsplit-ab; then
   # Taps split where the rule takes it (=2) and wherever it plans (=1) against none: the
   # GPU's time on the models suites, the fuzzed layers it changes, and KernelBench.
-  # (TSPLIT_AB_SUITES: the suites, by default all four.)
+  # (TSPLIT_AB_SUITES: the suites, by default all four; each suite's times in
+  # tsplit-ab-SUITE.json, for fitting a rule over the fuzzed layers.)
   for s in ${TSPLIT_AB_SUITES:-models scripts/suites/more_models.json scripts/suites/tsplit_fuzz.json kernelbench}; do
     n=$(basename "$s" .json)
     step "tsplit-ab-$n" python3 scripts/env_ab.py --suite "$s" --dtype fp32,bf16 --rounds 2 \
-      --gpu-time base= auto=CONVT_WG_TSPLIT=2 all=CONVT_WG_TSPLIT=1
+      --gpu-time --json "$OUT/tsplit-ab-$n.json" base= auto=CONVT_WG_TSPLIT=2 all=CONVT_WG_TSPLIT=1
     grep -E "geomean|against" "$OUT/tsplit-ab-$n.log" | tail -8 | tee -a "$SUMMARY"
   done
 fi
