@@ -152,11 +152,29 @@ _CONVT_MATH_ALLOW_TF32 = 0
 _CONVT_MATH_STRICT_FP32 = 1
 
 
+# torch._C's getter behind the fp32_precision properties, (backend, op): that of
+# torch.backends.cudnn.conv is ("cuda", "conv"), of torch.backends.cudnn ("cuda", "all"), of
+# torch.backends ("generic", "all"). Called directly: the properties' Python wrappers cost
+# a call's host time. None on a torch without it (the properties, or allow_tf32, then).
+_convt_fp32_precision = (
+    getattr(torch._C, "_get_fp32_precision_getter", None)
+    if getattr(torch.backends.cudnn, "conv", None) is not None
+    else None
+)
+
+
 def _convt_math_mode():
     """TF32 allowed (0) exactly when PyTorch would let cuDNN convolutions use it: on torch
     with the fp32_precision API, torch.backends.cudnn.conv.fp32_precision == "tf32" ("none"
     defers to torch.backends.cudnn.fp32_precision, then torch.backends.fp32_precision); on
     older torch, torch.backends.cudnn.allow_tf32. Strict float32 (1) otherwise."""
+    if _convt_fp32_precision is not None:
+        precision = _convt_fp32_precision("cuda", "conv")
+        if precision == "none":
+            precision = _convt_fp32_precision("cuda", "all")
+            if precision == "none":
+                precision = _convt_fp32_precision("generic", "all")
+        return _CONVT_MATH_ALLOW_TF32 if precision == "tf32" else _CONVT_MATH_STRICT_FP32
     cudnn = torch.backends.cudnn
     conv = getattr(cudnn, "conv", None)
     if conv is not None and hasattr(conv, "fp32_precision"):
