@@ -46,6 +46,7 @@
 #   bash scripts/gpu_check.sh install wup   # zeros inserted along W, on against off
 #   bash scripts/gpu_check.sh build install raw   # the input read in place, on against off
 #   bash scripts/gpu_check.sh build install fold   # W taps folded into N wherever they can be, against nowhere
+#   bash scripts/gpu_check.sh build mfold install mfold-ab   # W taps stacked in M: tests, sanitizers, A/B (CONVT_WG_MFOLD)
 #   bash scripts/gpu_check.sh build install merge   # W phases merged wherever W is strided, against not
 #   bash scripts/gpu_check.sh install copier-ab   # the copier warps' variants against the defaults
 #   bash scripts/gpu_check.sh install small-ab   # the models suite's layers under the planner's knobs
@@ -858,6 +859,34 @@ if has raw; then
   python3 scripts/bench_compare.py "$OUT/bench-raw-0.json" "$OUT/bench-raw-1.json" | tee -a "$SUMMARY"
   python3 scripts/bench_compare.py "$OUT/bench-raw-shapes-0.json" "$OUT/bench-raw-shapes-1.json" |
     tee -a "$SUMMARY"
+fi
+if has mfold; then
+  # W taps stacked in M (CONVT_WG_MFOLD=1, set by the tests themselves): their tests, the
+  # planner's, and the three sanitizers on them.
+  step mfold-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaMfold*'
+  grep -E "PASSED|FAILED" "$OUT/mfold-test.log" | tail -12 | tee -a "$SUMMARY"
+  step mfold-planner "$BUILD/tests/cpp/convt_test_cuda_planner" \
+    --gtest_filter='CudaPlanner.WTapsStackedInM*'
+  grep -E "PASSED|FAILED" "$OUT/mfold-planner.log" | tail -3 | tee -a "$SUMMARY"
+  for tool in ${MFOLD_SANITIZERS:-memcheck racecheck initcheck}; do
+    step "mfold-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaMfold*'
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/mfold-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
+  done
+fi
+if has mfold-ab; then
+  # W taps stacked in M wherever they can run (CONVT_WG_MFOLD=1) against the planner's tiles,
+  # GPU time, two rounds: the KernelBench cases of narrow groups (MFOLD_CASES) and the models
+  # suite, each writing its times as JSON.
+  MFOLD_CASES=${MFOLD_CASES:-kb58,kb70,kb71,kb72,kb73,kb75,kb77,kb78}
+  step mfold-ab-kb python3 scripts/env_ab.py --dtype fp32,bf16 --rounds 2 --gpu-time \
+    --cases "$MFOLD_CASES" --json "$OUT/mfold-ab-kb.json" base= mf=CONVT_WG_MFOLD=1
+  tail -n 24 "$OUT/mfold-ab-kb.log" | tee -a "$SUMMARY"
+  if [ -z "${MFOLD_SKIP_MODELS:-}" ]; then
+    step mfold-ab-models python3 scripts/env_ab.py --suite models --dtype fp32,bf16 --rounds 2 \
+      --gpu-time --json "$OUT/mfold-ab-models.json" base= mf=CONVT_WG_MFOLD=1
+    grep -E "geomean" "$OUT/mfold-ab-models.log" | tee -a "$SUMMARY"
+  fi
 fi
 if has fold; then
   # The W taps folded into N wherever the tile can (CONVT_WG_FOLD=1) against unfolded tiles

@@ -424,7 +424,29 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
         break;
       }
   }
-  const int64_t cw = nc > 0 ? nc : wg::kM;
+  // W taps stacked in M (the kernel's MF; opt-in, CONVT_WG_MFOLD=1, while it is measured):
+  // for groups of at most 32 output channels, a channel-major tile whose 64 rows hold mfold
+  // W taps of 64 / mfold channels (mfold 2 for up to 32 channels, 4 for up to 16 with 3 W
+  // taps or more), each MMA step the box at one shift against the weights of mfold
+  // consecutive W taps: the box is read once per mfold W taps by an N of up to 256
+  // positions, where a position-major tile reads 64 box rows per MMA of nc columns. The
+  // phase's W taps count as padded to a multiple of mfold (zero weights past them), so
+  // the box's W halo is (W taps rounded up to mfold - 1) x the tap offset, and the epilogue
+  // adds each output's mfold rows at their shifts ((mfold - 1) x the tap offset at most 8
+  // columns: the staging's 8 spare columns).
+  int mfold = 1;
+  if (wg_env_int("CONVT_WG_MFOLD") == 1 && nc > 0 && nc_env <= 0 && !raw && copies == 1 &&
+      !wmerge && !wpairs && !tsplit && tmax[2] >= 2) {
+    int f = cog <= 16 && tmax[2] >= 3 ? 4 : 2;
+    if ((f - 1) * doff[2] > 8) f = 2;
+    const int64_t halo = ((tmax[2] + f - 1) / f * f - 1) * doff[2];
+    if ((f - 1) * doff[2] <= 8 && halo <= 248) {
+      mfold = f;
+      nc = 0;
+      halo_w = halo;
+    }
+  }
+  const int64_t cw = nc > 0 ? nc : wg::kM;  // a weight tile's rows (wgmma's M or N)
   if (wpairs && nc > 32) return no("W phase pairs: a position-major tile of 8 to 32 channels");
   // The W taps folded into N (position-major tiles in TF32 and 16-bit types with 2 to 7 W
   // taps in the widest phase): each MMA step multiplies the unshifted box by every W tap's
@@ -501,7 +523,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // leaves that much less to the stages: rows x s x wv at most wm_max_out.
   constexpr int64_t kMergeBytes = 48 * 1024;
   const int64_t wm_max_out = wmerge ? (kMergeBytes / e - 128) / cw : 0;
-  const int64_t wtaps = fold > 1 ? fold : tmax[2];  // weight tiles' W taps per H tap
+  // (Weight tiles per H tap: one with the W taps folded, one per mfold W taps stacked.)
+  const int64_t wtaps = fold > 1 ? fold : (tmax[2] + mfold - 1) / mfold;
   const int64_t step_wtaps = tsplit ? 1 : wtaps;      // those of a K step
   // (Reading in place, K steps are at least 4 kc channels: see try_step.)
   const int64_t cig_min = round_up(cig, (raw ? 4 : 2) * kc);
@@ -538,6 +561,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // take 128 channels (a group of an odd count of 64-channel tiles), each warpgroup at most
   // kMaxRows / 2 rows, where a phase has two rows or more.
   const bool coop_n = !coop_want && !tsplit && wg_env_int("CONVT_WG_COOP_N") == 1 && nc == 0 &&
+                      mfold == 1 &&
                       copies == 1 && !raw && fold == 1 && !scatter && !wmerge && !wpairs &&
                       ((cog + 63) / 64) % 2 == 1 && q[1] >= 2;
   const int64_t rmul = coop_n ? 2 : 1;  // the tile's rows over a warpgroup's
@@ -619,7 +643,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // Two consumer warpgroups (ImplicitGemmFpropPlan::wg_coop; coop_want, see
   // plan_wgmma_tile): channel-major tiles reading the copy (not split TF32, folded,
   // scattered, merged or paired W taps) of a group with an even count of 64-channel tiles.
-  const bool coop = coop_want && nc == 0 && copies == 1 && !raw && fold == 1 && !scatter &&
+  const bool coop = coop_want && nc == 0 && mfold == 1 && copies == 1 && !raw && fold == 1 &&
+                    !scatter &&
                     !wmerge && !wpairs && ((cog + 63) / 64) % 2 == 0;
   int best_n = 0;
   int64_t best_wv = 0, best_rows = 0;
@@ -766,7 +791,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   if (!found) return no("the K step's input box and weight tiles leave no two stages");
   plan.wg_n = best_n;
   plan.wg_nc = nc;
-  plan.wg_cw = int(cw);
+  plan.wg_cw = int(cw / mfold);
+  plan.wg_mfold = mfold;
   plan.wg_wv = int(best_wv);
   plan.wg_rows = int(best_rows);
   plan.wg_raw = raw;
@@ -901,7 +927,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // (In 16-bit types only where the step as planned transposes in the kernel already, with
   // at least two stages: the copy's plans, which may take two warpgroups, stay.)
   if (hfull_env != 0 && (e == 4 || (hfull_env == 2 && xp_pieces(2) >= wg::kXpMinPieces)) &&
-      copies == 1 && !raw && xp_ok && fold == 1 && !two_wg && !tsplit &&
+      copies == 1 && !raw && xp_ok && fold == 1 && mfold == 1 && !two_wg && !tsplit &&
       hb_env <= 0 && plan.wg_stack == 1 && plan.wg_hb < tmax[1] && tmax[0] == 1 &&
       p.stride[0] * p.stride[1] * p.stride[2] == 1 &&
       best_rows + (tmax[1] - 1) * doff[1] <= 2 * best_rows) {
@@ -951,7 +977,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
                       plan.wg_hb >= tmax[1];
     // (W phase pairs transposed in the kernel are built for 16-bit position-major tiles
     // only.)
-    const bool want = xp_ok && copies == 1 && !raw && fold == 1 && !tsplit &&
+    const bool want = xp_ok && copies == 1 && !raw && fold == 1 && mfold == 1 && !tsplit &&
                       !(wpairs && (e == 4 || nc == 0)) && !two_wg &&
                       plan.wg_stack == 1 &&
                       xp_env != 0 &&
@@ -1040,7 +1066,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     return no("the MMAs' reads past the box leave no two stages");
   // (Tiles along the channels: of 128 with two consumer warpgroups; the packed weight's
   // tiles, pk_co_tiles, stay of cw.)
-  const int64_t pk_co_tiles = (cog + cw - 1) / cw;
+  const int64_t pk_co_tiles = (cog + cw / mfold - 1) / (cw / mfold);
   const int64_t co_tiles = coop ? pk_co_tiles / 2 : pk_co_tiles;
   // (Scattered W taps: one W phase; merged W phases: a tile runs them all.)
   const int64_t phases =
@@ -2393,7 +2419,10 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
       plan.wg_nc > 0 ? detail::str_cat(plan.wg_n, " positions x ", plan.wg_nc, " channels (")
                      : detail::str_cat(plan.wg_coop_n ? "64 channels x 2 x "
                                        : plan.wg_coop ? "128 channels (two warpgroups) x "
-                                                      : "64 channels x ",
+                                       : plan.wg_mfold > 1
+                                           ? detail::str_cat(plan.wg_mfold, " W taps x ",
+                                                             plan.wg_cw, " channels x ")
+                                           : std::string("64 channels x "),
                                        plan.wg_n, " positions (",
                                        plan.wg_coop_n ? "two warpgroups sharing the weight "
                                                         "tiles, each " : ""),
@@ -2404,7 +2433,8 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                        plan.wg_tmax[2], " W taps"),
       plan.wg_fold > 1 ? detail::str_cat(" folded into N (", plan.wg_nc, " x ", plan.wg_fold,
                                          " columns)")
-                       : std::string(),
+      : plan.wg_mfold > 1 ? detail::str_cat(" stacked in M (", plan.wg_mfold, " a row block)")
+                          : std::string(),
       plan.wg_scatter ? detail::str_cat(", W taps scattered (stride ", p.stride[2], ")")
       : plan.wg_wmerge ? detail::str_cat(", W phases merged (stride ", p.stride[2], ")")
       : plan.wg_wpairs ? std::string(", W phase pairs in registers")
@@ -2460,8 +2490,11 @@ wg::PackParams wgmma_pack_params(const ImplicitGemmFpropPlan& plan, const Proble
   // (W taps folded: a tile's columns are its channels times the folded taps, one tile per
   // H tap.)
   const int fold = plan.wg_fold > 1 ? plan.wg_fold : 1;
-  pk.cw = plan.wg_cw * fold;
+  // (W taps stacked in M: 64 rows of mfold taps x wg_cw channels.)
+  const int mfold = plan.wg_mfold > 1 ? plan.wg_mfold : 1;
+  pk.cw = plan.wg_cw * fold * mfold;
   pk.fold = fold;
+  pk.mfold = mfold > 1 ? mfold : 0;
   pk.co_tiles = int((pk.cog + plan.wg_cw - 1) / plan.wg_cw);
   pk.cblocks = plan.wg_cblocks;
   pk.bk = plan.wg_bk;
@@ -2479,6 +2512,7 @@ wg::PackParams wgmma_pack_params(const ImplicitGemmFpropPlan& plan, const Proble
     pk.tmax[d] = plan.wg_tmax[d];
   }
   if (fold > 1) pk.tmax[2] = 1;
+  if (mfold > 1) pk.tmax[2] = (plan.wg_tmax[2] + mfold - 1) / mfold;
   // (W taps scattered: W runs with stride 1, every tap in one phase, tap f in column block f.)
   if (plan.wg_scatter) pk.stride[2] = 1;
   return pk;

@@ -98,6 +98,11 @@ struct ImplicitGemmFpropPlan {
   // per (W tap, channel), over wg_n = wg::fold_positions(wg_nc, wg_fold) positions; 1: not
   // folded.
   int wg_fold = 1;
+  // W taps stacked in M (channel-major tiles; opt-in, CONVT_WG_MFOLD=1): wgmma's 64 rows
+  // hold wg_mfold W taps of wg_cw = 64 / wg_mfold channels, each MMA step the box at one
+  // shift against wg_mfold consecutive W taps; the epilogue adds each output's rows at their
+  // shifts. 1: one W tap an MMA step.
+  int wg_mfold = 1;
   // W taps scattered (with wg_fold; CONVT_WG_SCATTER=1): every W tap of every W phase folded
   // into N over the input's columns, each product added to its output column; the kernel
   // runs W with stride 1 and one phase, a segment's box starting wg_sc_clo input columns

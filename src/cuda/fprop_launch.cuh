@@ -288,11 +288,11 @@ void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
 // ---------------------------------------------------------------------------------------
 
 template <typename T, int N, bool kSplit, int NC = 0, bool kRaw = false, int FOLD = 1,
-          int WPH = 1, bool kXp = false, int CG = 1>
+          int WPH = 1, bool kXp = false, int CG = 1, int MF = 1>
 void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
                     cudaStream_t stream, int device) {
   static std::atomic<uint64_t> smem_set{0};
-  const auto kernel = wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH, kXp, CG>;
+  const auto kernel = wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH, kXp, CG, MF>;
   constexpr int threads =
       wg::block_threads(kXp, wg::has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH), CG);
   allow_smem(kernel, CG == 2 ? wg::kCoopSmem : wg::kBlockSmem, device, smem_set);
@@ -470,6 +470,25 @@ void launch_wgmma_coop(const wg::Params& fp, const CUtensorMap& map, std::size_t
     default:
       CONVT_CHECK(n == 256, "convt: wgmma tile of two warpgroups of ", n, " positions");
       launch_wgmma_n<T, 256, false, 0, false, 1, 1, false, 2>(fp, map, smem, stream, device);
+  }
+}
+
+// The wgmma kernel's channel-major tiles with MF W taps stacked in M (64 rows of MF taps x
+// 64 / MF channels, n positions), compiled per (T, MF) in translation units of their own
+// (fprop_launch_*_mfold*.cu).
+template <typename T, int MF>
+void launch_wgmma_mfold(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
+                        cudaStream_t stream, int device, int n) {
+  using fprop_detail::launch_wgmma_n;
+  switch (n) {
+    case 128: launch_wgmma_n<T, 128, false, 0, false, 1, 1, false, 1, MF>(fp, map, smem, stream, device); break;
+    case 160: launch_wgmma_n<T, 160, false, 0, false, 1, 1, false, 1, MF>(fp, map, smem, stream, device); break;
+    case 192: launch_wgmma_n<T, 192, false, 0, false, 1, 1, false, 1, MF>(fp, map, smem, stream, device); break;
+    case 208: launch_wgmma_n<T, 208, false, 0, false, 1, 1, false, 1, MF>(fp, map, smem, stream, device); break;
+    case 224: launch_wgmma_n<T, 224, false, 0, false, 1, 1, false, 1, MF>(fp, map, smem, stream, device); break;
+    default:
+      CONVT_CHECK(n == 256, "convt: wgmma tile of ", n, " positions");
+      launch_wgmma_n<T, 256, false, 0, false, 1, 1, false, 1, MF>(fp, map, smem, stream, device);
   }
 }
 
@@ -684,6 +703,8 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     fp.dil[d] = pk.dil[d];
     fp.tmax[d] = plan.wg_tmax[d];
     fp.q[d] = int(q[d]);
+    // (W taps stacked in M: the packing's W tiles of mfold taps.)
+    if (d == 2 && plan.wg_mfold > 1) fp.tmax[d] = pk.tmax[d];
     fp.phases *= fp.stride[d];
   }
   // (W phases merged: the tiles count the D and H phases, each runs every W phase.)
@@ -801,6 +822,18 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     } else {
       CONVT_CHECK(false, "convt: split TF32 has no wgmma tile of two warpgroups");
     }
+  } else if (plan.wg_mfold > 1) {
+    if constexpr (!kSplit) {
+      if (plan.wg_mfold == 2) {
+        launch_wgmma_mfold<T, 2>(fp, map, smem, opt.stream, device, plan.wg_n);
+      } else {
+        CONVT_CHECK(plan.wg_mfold == 4, "convt: wgmma tile of ", plan.wg_mfold,
+                    " W taps stacked in M");
+        launch_wgmma_mfold<T, 4>(fp, map, smem, opt.stream, device, plan.wg_n);
+      }
+    } else {
+      CONVT_CHECK(false, "convt: split TF32 has no wgmma tile of W taps stacked in M");
+    }
   } else if constexpr (kSplit) {
     // (The planner gives split TF32 128 positions: not built for more.)
     CONVT_CHECK(plan.wg_n == 128, "convt: split TF32 wgmma tile of ", plan.wg_n, " positions");
@@ -859,6 +892,8 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
   CONVT_EXTERN_WGMMA_FOLD(T, 32);                                                          \
   CONVT_EXTERN_WGMMA_XP(T);                                                                \
   CONVT_EXTERN_WGMMA_COOP(T);                                                              \
+  CONVT_EXTERN_WGMMA_MFOLD(T, 2);                                                          \
+  CONVT_EXTERN_WGMMA_MFOLD(T, 4);                                                          \
   template void launch_fprop_wgmma<T, kSplit>(const ImplicitGemmFpropPlan&, const Problem&,\
                                       const TensorRef&, const TensorRef&, const TensorRef*,  \
                                       const TensorRef&, const ExecOptions&, int,             \
@@ -883,6 +918,13 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
                                      cudaStream_t, int, int);                              \
   template void launch_wgmma_cm_pairs<T>(const wg::Params&, const CUtensorMap&, std::size_t, \
                                          cudaStream_t, int, int)
+// The tiles of MF W taps stacked in M, one unit per (T, MF) (fprop_launch_*_mfold*.cu).
+#define CONVT_EXTERN_WGMMA_MFOLD(T, MF)                                                     \
+  extern template void launch_wgmma_mfold<T, MF>(const wg::Params&, const CUtensorMap&,    \
+                                                 std::size_t, cudaStream_t, int, int)
+#define CONVT_INSTANTIATE_WGMMA_MFOLD(T, MF)                                                \
+  template void launch_wgmma_mfold<T, MF>(const wg::Params&, const CUtensorMap&,           \
+                                          std::size_t, cudaStream_t, int, int)
 // The folded tiles of NC channels, one unit per (T, NC) (fprop_launch_*_fold*.cu).
 #define CONVT_EXTERN_WGMMA_FOLD(T, NC)                                                      \
   extern template void launch_wgmma_fold<T, NC>(const wg::Params&, const CUtensorMap&,     \

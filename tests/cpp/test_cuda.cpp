@@ -2032,6 +2032,118 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaUnfolded,
                                           quick_mode() ? 6 : 2),
                          indexed_case_name);
 
+// W taps stacked in M (CONVT_WG_MFOLD=1: channel-major tiles for groups of at most 32
+// output channels whose widest phase has 2 or more W taps, 2 taps x 32 channels or, up to
+// 16 channels with 3 or more taps, 4 x 16 a row block): every count of taps a row block
+// leaves zero (7 in 4 x 2 and 2 x 4, 5, 3), 24 channels in 32 rows, 3-D volumes, W strides
+// whose phases have fewer taps, dilation (shifts of up to 8 columns; 4 taps x 3 columns
+// falls back to 2 taps), groups, bias, channels_last input, stacked planes, rows of several
+// segments, a 1-D layer of many tiles; and the layers it does not take (one W tap, a tap
+// offset of 9 columns), which keep their tiles. Each case also with the copier warps
+// (CONVT_WG_FUSED_COPY=1) and with split K (CONVT_WG_SPLIT_K=3). Strict float32 (split
+// TF32) does not stack.
+struct MfoldCase {
+  Case c;
+  int mfold;  // the taps a row block the planner must take (1: none)
+};
+
+std::vector<MfoldCase> mfold_cases() {
+  std::vector<MfoldCase> v;
+  auto add = [&](int mf, Problem p, Layout layout = Layout::kContiguous) {
+    v.push_back({{p, layout}, mf});
+  };
+  // kb78-like: 16 -> 32, 3 x 7 taps padded (7 W taps: 4 tiles of 2, the last half zero).
+  add(2, make_problem(2, 2, 16, 32, 1, {10, 70, 1}, {3, 7, 1}, {1, 1, 1}, {1, 3, 0}, {0, 0, 0},
+                      {1, 1, 1}, true));
+  // 16 -> 16 with 7 W taps: 2 tiles of 4.
+  add(4, make_problem(2, 2, 16, 16, 1, {9, 50, 1}, {3, 7, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                      {1, 1, 1}, false));
+  // kb70-like: 3-D, 16 -> 24 (24 channels in 32 rows), 3 W taps.
+  add(2, make_problem(3, 2, 16, 24, 1, {6, 8, 20}, {3, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 0, 0},
+                      {1, 1, 1}, false));
+  // kb58-like: 3-D 8 -> 16, 3 x 5 x 7 taps, with a bias.
+  add(4, make_problem(3, 2, 8, 16, 1, {4, 8, 20}, {3, 5, 7}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                      {1, 1, 1}, true));
+  // 1-D, dilation 3: 4 taps would shift 9 columns, so 2 x 16 (5 taps in 3 tiles).
+  add(2, make_problem(1, 2, 16, 12, 1, {300, 1, 1}, {5, 1, 1}, {1, 1, 1}, {1, 0, 0}, {0, 0, 0},
+                      {3, 1, 1}, true));
+  // Stride 2, kernel 4: every W phase 2 taps (16 channels, fewer than 3 taps: 2 a block).
+  add(2, make_problem(2, 2, 32, 16, 1, {9, 21, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                      {1, 1, 1}, true));
+  // Stride 3, kernel 5: W phases of 2, 2 and 1 taps; output_padding.
+  add(2, make_problem(2, 2, 16, 32, 1, {7, 15, 1}, {3, 5, 1}, {1, 3, 1}, {1, 1, 0}, {0, 2, 0},
+                      {1, 1, 1}, true));
+  // Dilation 2 along W with 4 taps a block (shifts of 6 columns).
+  add(4, make_problem(2, 2, 16, 8, 1, {8, 41, 1}, {3, 5, 1}, {1, 1, 1}, {1, 2, 0}, {0, 0, 0},
+                      {1, 2, 1}, true));
+  // Four groups of 8 -> 8 channels, 5 W taps.
+  add(4, make_problem(2, 2, 32, 32, 4, {10, 30, 1}, {3, 5, 1}, {1, 1, 1}, {1, 2, 0}, {0, 0, 0},
+                      {1, 1, 1}, true));
+  // channels_last input.
+  add(2, make_problem(2, 2, 16, 32, 1, {8, 40, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {0, 0, 0},
+                      {1, 1, 1}, true),
+      Layout::kChannelsLast);
+  // Small planes, 6 samples (stacked in a tile where they fit).
+  add(2, make_problem(2, 6, 16, 16, 1, {4, 4, 1}, {3, 2, 1}, {1, 1, 1}, {1, 0, 0}, {0, 0, 0},
+                      {1, 1, 1}, true));
+  // Rows of several column segments, several rows a tile.
+  add(2, make_problem(2, 2, 32, 32, 1, {12, 300, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {0, 0, 0},
+                      {1, 1, 1}, false));
+  // kb73-like: 3-D stride 2, padding 1 (W phases of 2 and 1 taps), 32 channels.
+  add(2, make_problem(3, 2, 16, 32, 1, {4, 6, 11}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0},
+                      {1, 1, 1}, true));
+  // 1-D of many tiles, 7 taps.
+  add(2, make_problem(1, 8, 16, 32, 1, {2000, 1, 1}, {7, 1, 1}, {1, 1, 1}, {3, 0, 0}, {0, 0, 0},
+                      {1, 1, 1}, true));
+  // Not taken: one W tap; a W tap offset of 9 columns.
+  add(1, make_problem(2, 2, 16, 32, 1, {10, 30, 1}, {3, 1, 1}, {1, 1, 1}, {1, 0, 0}, {0, 0, 0},
+                      {1, 1, 1}, true));
+  add(1, make_problem(2, 2, 16, 32, 1, {10, 40, 1}, {3, 3, 1}, {1, 1, 1}, {1, 0, 0}, {0, 0, 0},
+                      {1, 9, 1}, true));
+  return v;
+}
+
+const std::vector<MfoldCase>& mfold_case_list() {
+  static const std::vector<MfoldCase> all = mfold_cases();
+  return all;
+}
+
+class CudaWgmmaMfold : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(CudaWgmmaMfold, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const int form = std::get<0>(GetParam());
+  const MfoldCase& m = mfold_case_list()[static_cast<size_t>(std::get<1>(GetParam()))];
+  const ScopedEnv env("CONVT_WG_MFOLD", "1");
+  const ScopedEnv copier("CONVT_WG_FUSED_COPY", form == 1 ? "1" : "");
+  const ScopedEnv split("CONVT_WG_SPLIT_K", form == 2 ? "3" : "");
+  const int mf = m.mfold;
+  check_wgmma_case(m.c, 7919u * uint64_t(std::get<1>(GetParam())) + 31 + uint64_t(form),
+                   [mf](const Precision& precision, bool split, const std::string& what) {
+                     const std::string tag = " W taps x ";
+                     const bool want = mf > 1 && !split;
+                     EXPECT_EQ(what.find("stacked in M") != std::string::npos, want)
+                         << precision.name << ": " << what;
+                     if (want)
+                       EXPECT_NE(what.find("tile " + std::to_string(mf) + tag), std::string::npos)
+                           << precision.name << ": " << what;
+                   });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CudaWgmmaMfold,
+    ::testing::Combine(::testing::Values(0, 1, 2),
+                       ::testing::Range(0, static_cast<int>(mfold_case_list().size()),
+                                        quick_mode() ? 3 : 1)),
+    [](const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
+      const int form = std::get<0>(info.param);
+      char name[48];
+      std::snprintf(name, sizeof(name), "%s_case_%03d",
+                    form == 0 ? "copy" : form == 1 ? "copier" : "splitk", std::get<1>(info.param));
+      return std::string(name);
+    });
+
 // W taps scattered (CONVT_WG_SCATTER=1: position-major tiles of at most 16 channels with a
 // W stride of 2 or more and 2 to 7 W taps): a generator's last layer (64 -> 3, kernel 4,
 // stride 2), grouped 3-D strides with output_padding, strides 3-5 (output columns without

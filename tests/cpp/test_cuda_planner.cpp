@@ -1414,6 +1414,65 @@ TEST(CudaPlanner, FoldedWTapsFitTheirTileAndEpilogue) {
   EXPECT_GT(by_default, 0);
 }
 
+// W taps stacked in M (CONVT_WG_MFOLD=1): plans of at most 32 output channels per group
+// whose widest W phase has 2 or more taps, TF32 or 16-bit (not split TF32), run
+// channel-major tiles of 64 rows = mfold taps x 64 / mfold channels, 4 taps a block for up
+// to 16 channels with 3 or more taps, else 2, so that (mfold - 1) x the tap offset stays
+// within 8 columns; the box holds the W taps rounded up to mfold and the stage a weight tile
+// of 64 rows per mfold taps. Position-major plans left under it are those it cannot take.
+// Unset, no plan stacks.
+TEST(CudaPlanner, WTapsStackedInMFitTheirTiles) {
+  int stacked = 0, by_mf[5] = {}, left = 0;
+  setenv("CONVT_WG_MFOLD", "1", 1);
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
+                                                             const Plan& plan) {
+    if (!plan.usable || !plan.wg) return;
+    const Problem pk = convt::cuda::wgmma_problem(plan, p);
+    const WTaps w = brute_force_w_taps(pk.stride[2], pk.padding[2], pk.dilation[2],
+                                       pk.kernel_size[2]);
+    const int64_t cog = pk.out_channels_per_group();
+    const int64_t e = static_cast<int64_t>(convt::dtype_size(p.dtype));
+    if (plan.wg_mfold == 1) {
+      if (plan.wg_nc > 0 && !plan.split && !plan.wg_raw && !plan.wg_wmerge &&
+          !plan.wg_wpairs && !plan.wg_tsplit) {
+        ++left;
+        EXPECT_TRUE(w.max_count < 2 || w.doff > 8) << p.to_string();
+      }
+      return;
+    }
+    ++stacked;
+    const int64_t mf = plan.wg_mfold;
+    ASSERT_TRUE(mf == 2 || mf == 4) << mf;
+    ++by_mf[mf];
+    EXPECT_EQ(mf, cog <= 16 && w.max_count >= 3 && 3 * w.doff <= 8 ? 4 : 2) << p.to_string();
+    EXPECT_FALSE(plan.split || plan.wg_raw || plan.wg_xp || plan.wg_coop || plan.wg_wmerge ||
+                 plan.wg_wpairs || plan.wg_tsplit || plan.wg_scatter);
+    EXPECT_EQ(plan.wg_fold, 1);
+    EXPECT_EQ(plan.wg_nc, 0);
+    EXPECT_EQ(plan.wg_cw * mf, 64);
+    EXPECT_LE(cog, 32);
+    EXPECT_GE(w.max_count, 2);
+    EXPECT_LE((mf - 1) * w.doff, 8);
+    // (The halo of the taps rounded up to mf, the box the tile's columns and that halo.)
+    EXPECT_EQ(plan.wg_wbox - plan.wg_wv, ((w.max_count + mf - 1) / mf * mf - 1) * w.doff)
+        << p.to_string();
+    EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
+    EXPECT_GE(plan.wg_stage_bytes,
+              plan.wg_box_bytes +
+                  int64_t(plan.wg_hb) * ((w.max_count + mf - 1) / mf) * 64 * plan.wg_bk * e);
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes(plan));
+  });
+  EXPECT_GT(stacked, 8);
+  EXPECT_GT(by_mf[2], 0);
+  EXPECT_GT(by_mf[4], 0);
+  (void)left;
+  unsetenv("CONVT_WG_MFOLD");
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem&, MathMode,
+                                                             const Plan& plan) {
+    EXPECT_EQ(plan.wg_mfold, 1);
+  });
+}
+
 // W taps scattered (CONVT_WG_SCATTER=1: wherever they can run; by default where the
 // reduction per column, input channels x D taps x H taps of the widest phases, is 64 or
 // more): plans of at most 16 channels per group, TF32 or 16-bit, with a W stride of 2 or

@@ -90,6 +90,16 @@
 // the tile's s * wv (from cs * wv * s on), and the epilogue adds them there and stores
 // whole output rows.
 //
+// Channel-major tiles of narrow groups may stack W taps in M instead (template argument MF
+// = 2 or 4; ImplicitGemmFpropPlan::wg_mfold): the 64 rows of a weight tile hold MF W taps
+// of 64 / MF output channels, row s (64 / MF) + c W tap MF j + s of channel c in the
+// phase's W tile j, and every MMA step runs the box at tile j's first tap's shift, so that
+// the box is read once per MF W taps by an N of up to 256 positions (a position-major tile
+// reads 64 box rows per MMA of only NC columns). The phase's W taps count as padded with
+// zero taps to a multiple of MF (its box W halo (taps rounded up to MF - 1) x doff, W
+// tiles MF x doff apart); output n is then the sum over s of row s (64 / MF) + c at
+// position n + (MF - 1 - s) doff, which the epilogue adds up from every warp's staged rows.
+//
 // Memory-bound problems with a W stride s may run as W stride 1 over a copy with zeros
 // inserted along W (TransposeParams::wup: input column w at copy column w * s), so that
 // each tile stores whole output rows rather than every s-th column (see
@@ -650,6 +660,11 @@ struct PackParams {
   // tile per H tap, column f * (cw / fold) + c holding W tap f of channel c (zero where the
   // phase has no tap f); tmax[2] is then 1. 1: one tile per (H tap, W tap).
   int fold;
+  // W taps stacked in M (channel-major tiles, the kernel's MF): a tile's cw = 64 rows hold
+  // mfold W taps of cw / mfold channels, row s (cw / mfold) + c W tap mfold j + s of
+  // channel c in the phase's W tile j (zero past its taps); tmax[2] then counts those
+  // tiles. 0 or 1: one W tap a tile.
+  int mfold;
   int split;  // split TF32: the residual tiles follow the whole packed weight
   // Groups merged (ImplicitGemmFpropPlan::wg_gmerge): cig and cog are those of the merged
   // groups, and a merged group's input channel ci and output channel co weigh
@@ -670,7 +685,9 @@ __host__ __device__ inline int64_t packed_weight_elems(const PackParams& p) {
 
 // Wp[g][co tile][phase][D tap < tmax_d][channel block][tile < tmax_h * tmax_w][cw x bk]:
 // the phase's tile i is (H tap i / tw, W tap i % tw), tw its W taps; unused tiles zero.
-// (With fold > 1: tile i is H tap i, its column m W tap m / (cw / fold).)
+// (With fold > 1: tile i is H tap i, its column m W tap m / (cw / fold). With mfold > 1: tw
+// counts the phase's W taps in tiles of mfold, row m of tile (i / tw, j) W tap mfold j + m /
+// (cw / mfold).)
 // Within a tile, element ((((ks * cw/8 + m / 8) * 2 + half) * 8 + m % 8) * kc + e) is
 // channel m of the tile, input channel ks * 2kc + half * kc + e of the block: per MMA K
 // step, cw/8 groups of 8 channels, each two core matrices (halves along K) of 8 rows of 16
@@ -687,7 +704,8 @@ __global__ void __launch_bounds__(256) pack_weight_wgmma_kernel(PackParams p) {
   const int tile = p.cw * p.bk;
   const int64_t tiles = total / tile;
   const int cw8 = p.cw / 8;
-  const int ncw = p.fold > 1 ? p.cw / p.fold : p.cw;  // output channels per tile
+  const int mf = p.mfold > 1 ? p.mfold : 1;
+  const int ncw = p.fold > 1 ? p.cw / p.fold : p.cw / mf;  // output channels per tile
   const T* w = static_cast<const T*>(p.w);
   T* wp = static_cast<T*>(p.wp);
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -710,9 +728,10 @@ __global__ void __launch_bounds__(256) pack_weight_wgmma_kernel(PackParams p) {
     if (p.fold > 1) {
       tap = jh < th.count;
     } else if (tw.count > 0) {
-      jh = ti / tw.count;
-      jw = ti % tw.count;
-      tap = ti < th.count * tw.count;
+      const int twt = (tw.count + mf - 1) / mf;  // the phase's W tiles
+      jh = ti / twt;
+      jw = ti % twt;
+      tap = ti < th.count * twt;
     }
     tap = tap && jd < td.count;
     const int kd = td.k0 + jd * td.step, kh = th.k0 + jh * th.step;
@@ -725,7 +744,7 @@ __global__ void __launch_bounds__(256) pack_weight_wgmma_kernel(PackParams p) {
       const int m = mg * 8 + mr;
       const int ci = cb * p.bk + ks * 2 * kc + half * kc + kk;
       const int co = cot * ncw + m % ncw;
-      const int jwm = p.fold > 1 ? m / ncw : jw;
+      const int jwm = p.fold > 1 ? m / ncw : jw * mf + m / ncw;
       float v = 0.f;
       const bool same_group = p.gm_cig == 0 || ci / p.gm_cig == co / p.gm_cog;
       if (tap && jwm < tw.count && ci < p.cig && co < p.cog && same_group) {
@@ -1692,7 +1711,7 @@ __device__ __forceinline__ void xp_transpose_piece_f32(uint32_t piece, uint32_t 
 // weight tiles of the tile's channels 64 j .. 64 j + 63 (a tile of 128 channels, the box
 // copied into shared memory once for both), one block a multiprocessor.
 template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1,
-          int WPH = 1, bool kXp = false, int CG = 1>
+          int WPH = 1, bool kXp = false, int CG = 1, int MF = 1>
 __global__ void __launch_bounds__(block_threads(kXp,
                                                 has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH), CG),
                                   CG == 2 ? 1 : 2)
@@ -1713,6 +1732,9 @@ __global__ void __launch_bounds__(block_threads(kXp,
   static_assert(CG == 1 || (CG == 2 && NC == 0 && !kSplit && !kRaw && !kXp && FOLD == 1 &&
                             WPH == 1),
                 "two consumer warpgroups: channel-major tiles reading the copy");
+  static_assert(MF == 1 || ((MF == 2 || MF == 4) && NC == 0 && !kSplit && !kRaw && !kXp &&
+                            FOLD == 1 && WPH == 1 && CG == 1),
+                "W taps stacked in M: channel-major tiles of one warpgroup reading the copy");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace tma;
   constexpr int kc = Kc<T>::value;
@@ -2078,11 +2100,12 @@ __global__ void __launch_bounds__(block_threads(kXp,
             const int hcnt = min(p.hb, th.count - jh0);
             // (Folded, the MMA steps run the unshifted box once per H tap; taps split, the
             // box at W tap jws's offset once.)
-            const int wtiles = kFold || p.tsplit ? 1 : tw.count;
+            // (W taps stacked in M: a weight tile per MF W taps, MF W taps apart.)
+            const int wtiles = kFold || p.tsplit ? 1 : (tw.count + MF - 1) / MF;
             hd->hcnt = hcnt;
             hd->cw = wtiles;
             hd->shift_h = th.doff * p.wbox;
-            hd->doff_w = tw.doff;
+            hd->doff_w = tw.doff * MF;
             const uint32_t wbytes = uint32_t(hcnt * wtiles) * p.tile_bytes;
             // (Taps split, hcnt is 1: the packing's tile (H tap jh0, W tap jws).)
             const int64_t wt = ((wtile0 + int64_t(jd) * p.cblocks + cb) * tmax_hw +
@@ -2102,9 +2125,11 @@ __global__ void __launch_bounds__(block_threads(kXp,
             mbar_arrive_expect_tx(full, kXp ? wcopy
                                             : (nbox * uint32_t(p.box_bytes) + uint32_t(cgw) * wcopy) *
                                                   (kSplit ? 2u : 1u));
+            // (W taps stacked in M: the box of the phase's taps padded to a multiple of MF.)
             const int w0 = p.sc       ? qw0 + p.sc_clo
                            : p.tsplit ? qw0 + tw.off0 - jws * tw.doff
-                                      : qw0 + tw.off0 - (tw.count - 1) * tw.doff;
+                                      : qw0 + tw.off0 -
+                                            ((tw.count + MF - 1) / MF * MF - 1) * tw.doff;
             const int h0 = qh0 + th.off0 - (jh0 + hcnt - 1) * th.doff;
             const int d0 = qd + td.off0 - jd * td.doff;
             const uint32_t box = smem_addr(st);
@@ -2484,6 +2509,58 @@ __global__ void __launch_bounds__(block_threads(kXp,
         merged_phase_epilogue<T, N, NC>(
             acc, reinterpret_cast<T*>(NC > 0 ? epi : epi + kEpiBytes / 4), stg, y, p, info,
             co_valid, rows, cols, ys1, has_mma, wq, g8, t4);
+    } else if constexpr (!kPos && MF > 1) {
+      // W taps stacked in M: accumulator row s kC + c (kC = 64 / MF channels, slot s < MF;
+      // warp w holds rows 16w .. 16w + 15) holds, for W tap MF j + s of every weight tile j,
+      // the products of channel c at each box position; output position n is the sum over s
+      // of row s kC + c at position n + (MF - 1 - s) doff (slot s was multiplied against the
+      // box at slot 0's shift). Per pass of 64 positions every warp stages its rows for the
+      // pass's positions and the next 8 (the planner keeps (MF - 1) doff at most 8), then
+      // warp w adds up and stores channels w kC / 4 .. (w + 1) kC / 4 - 1 of the pass, a
+      // position per lane (32 adjacent outputs of a channel per store).
+      constexpr int kC = kM / MF, kPer = kC / 4;
+      const int fdoff = __shfl_sync(0xffffffffu, info->fdoff, 0);
+      const bool has_bias = p.bias != nullptr;
+#pragma unroll
+      for (int pass = 0; pass < (N + 63) / 64; ++pass) {
+#pragma unroll
+        for (int pp = 0; pp < 9; ++pp) {
+          const int pi = pass * 8 + pp;
+          if (pi < N / 8) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+              *reinterpret_cast<float2*>(stg + (8 * h + g8) * kEpiPitch + 8 * pp + 2 * t4) =
+                  make_float2(acc[0][4 * pi + 2 * h], acc[0][4 * pi + 2 * h + 1]);
+          }
+        }
+        named_sync_consumers();  // every warp's rows of the pass are staged
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const int j = lane + 32 * k, nn = pass * 64 + j;
+          if (nn < N) {
+            const int r = nn / p.wbox, col = nn - r * p.wbox;
+            if (r < rows && col < cols && info->base[r] != kNoRow) {
+              T* q = y + (info->base[r] + col * info->col_step +
+                          int64_t(info->co0 + wq * kPer) * ys1);
+#pragma unroll 1
+              for (int i = 0; i < kPer && wq * kPer + i < co_valid; ++i, q += ys1) {
+                const int c = wq * kPer + i;
+                float v = has_bias ? info->bias[c] : 0.f;
+                if (has_mma) {
+#pragma unroll
+                  for (int s = 0; s < MF; ++s) {
+                    const int row = s * kC + c;
+                    v += epi[(row / 16) * 16 * kEpiPitch + (row % 16) * kEpiPitch + j +
+                             (MF - 1 - s) * fdoff];
+                  }
+                }
+                *q = Elem<T>::from_float(v);
+              }
+            }
+          }
+        }
+        named_sync_consumers();  // the pass's staging is read
+      }
     } else if constexpr (!kPos) {
       // Epilogue: warp w owns channels 16w .. 16w + 15 (rows 16w + 8h + g of the
       // accumulators), stages them 64 positions at a time and stores each channel's
