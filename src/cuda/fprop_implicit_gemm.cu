@@ -570,6 +570,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   const bool stack_flat_d = p.input_size[0] == 1 && p.kernel_size[0] == 1 &&
                             p.padding[0] == 0 && p.stride[0] == 1;
   const int64_t stack_planes = stack_flat_d ? p.batch : q[0];
+  // (Not with W taps stacked in M, whose epilogue stores one output at a time.)
   // Pair-aligned layouts: the epilogues store two adjacent outputs at once where the first
   // sits at an even element (4 bytes in 16-bit types, 8 in float), else one at a time. With
   // W of stride 1 and an even output width every output row starts at an even element, so
@@ -592,7 +593,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
                        (even_env == 1 || (e == 2 && plan.wg_wup <= 1) ||
                         f32_aligned_wanted(p, plan.split)) &&
                        p.stride[2] == 1 && p.output_size(2) % 2 == 0 && !raw && fold == 1 &&
-                       !scatter && !wmerge && !wpairs;
+                       mfold == 1 && !scatter && !wmerge && !wpairs;
   bool even_now = even_ok && even_env != 2;  // (=2: aligned only once N is chosen)
   auto layout = [&](int64_t n, int64_t* wv_out, int64_t* rows_out) {
     // (Reading in place: up to 3 more columns for the rounding to 4.)

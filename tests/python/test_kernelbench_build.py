@@ -343,13 +343,14 @@ def test_exported_model_computes_model(exported, name):
 @pytest.mark.skipif(DEVICE != "cuda", reason="the weight's re-layout is kept on CUDA only")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_exported_forward_sees_every_weight_change(exported, monkeypatch, dtype):
-    """With CONVT_WEIGHT_CACHE=1 the exported wrapper keeps the forward's weight re-layout
-    per weight tensor: later forwards take it, and every change PyTorch counts (in-place
-    ops, copy_, optimizer steps, load_state_dict) is seen; a change through .data with the
-    cache off or cleared; CUDA-graph replays see in-place changes."""
+    """By default (CONVT_WEIGHT_CACHE unset) the exported wrapper keeps the forward's weight
+    re-layout per weight tensor: later forwards take it, and every change PyTorch counts
+    (in-place ops, copy_, optimizer steps, load_state_dict) is seen; a change through .data
+    with the cache off (CONVT_WEIGHT_CACHE=0) or cleared; CUDA-graph replays see in-place
+    changes."""
     import torch.nn.functional as F
 
-    monkeypatch.setenv("CONVT_WEIGHT_CACHE", "1")
+    monkeypatch.delenv("CONVT_WEIGHT_CACHE", raising=False)
     _, solution, _, _ = exported["p2d_wide"]
     torch.manual_seed(0)
     model = solution.ModelNew().to(DEVICE, dtype)
@@ -386,7 +387,7 @@ def test_exported_forward_sees_every_weight_change(exported, monkeypatch, dtype)
         monkeypatch.setenv("CONVT_WEIGHT_CACHE", "0")
         up.weight.data.copy_(torch.randn_like(up.weight))
         check()
-        monkeypatch.setenv("CONVT_WEIGHT_CACHE", "1")
+        monkeypatch.delenv("CONVT_WEIGHT_CACHE")
         up.weight.data.mul_(-1)
         solution._convt_extension().convt_clear_weight_cache()
         check()

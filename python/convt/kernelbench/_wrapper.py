@@ -225,10 +225,9 @@ std::unordered_map<const c10::TensorImpl*, KeptPacking>& kept_packings() {
 void use_kept_packing(const convt::Problem& p, const convt::TensorRef& xr, const at::Tensor& w,
                       convt::ExecOptions& o, std::optional<KeptPacking>& pending) {
   if (!w.is_cuda() || w.is_inference()) return;
-  // (Opt-in in exported solutions for now: CONVT_WEIGHT_CACHE=1 keeps the packings, unset
-  // or 0 packs at every call.)
+  // (CONVT_WEIGHT_CACHE=0 packs at every call, as the convt package does.)
   const char* env = std::getenv("CONVT_WEIGHT_CACHE");
-  if (env == nullptr || std::string(env) != "1") return;
+  if (env != nullptr && std::string(env) == "0") return;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(o.stream, &capture) != cudaSuccess) {
     (void)cudaGetLastError();
