@@ -875,17 +875,25 @@ if has mfold; then
   done
 fi
 if has mfold-ab; then
-  # W taps stacked in M wherever they can run (CONVT_WG_MFOLD=1) against the planner's tiles,
-  # GPU time, two rounds: the KernelBench cases of narrow groups (MFOLD_CASES) and the models
-  # suite, each writing its times as JSON.
+  # W taps stacked in M: settings MFOLD_AB (default: the planner's rule against none,
+  # CONVT_WG_MFOLD=0; add all=CONVT_WG_MFOLD=1 for wherever it can run), GPU time, two
+  # rounds: the KernelBench cases of narrow groups (MFOLD_CASES), the models suite and the
+  # held-out draw scripts/suites/mfold_fuzz.json, each writing its times as JSON.
   MFOLD_CASES=${MFOLD_CASES:-kb58,kb70,kb71,kb72,kb73,kb75,kb77,kb78}
+  MFOLD_AB=${MFOLD_AB:-"base= nomf=CONVT_WG_MFOLD=0"}
+  # shellcheck disable=SC2086
   step mfold-ab-kb python3 scripts/env_ab.py --dtype fp32,bf16 --rounds 2 --gpu-time \
-    --cases "$MFOLD_CASES" --json "$OUT/mfold-ab-kb.json" base= mf=CONVT_WG_MFOLD=1
+    --cases "$MFOLD_CASES" --json "$OUT/mfold-ab-kb.json" $MFOLD_AB
   tail -n 24 "$OUT/mfold-ab-kb.log" | tee -a "$SUMMARY"
   if [ -z "${MFOLD_SKIP_MODELS:-}" ]; then
+    # shellcheck disable=SC2086
     step mfold-ab-models python3 scripts/env_ab.py --suite models --dtype fp32,bf16 --rounds 2 \
-      --gpu-time --json "$OUT/mfold-ab-models.json" base= mf=CONVT_WG_MFOLD=1
+      --gpu-time --json "$OUT/mfold-ab-models.json" $MFOLD_AB
     grep -E "geomean" "$OUT/mfold-ab-models.log" | tee -a "$SUMMARY"
+    # shellcheck disable=SC2086
+    step mfold-ab-fuzz python3 scripts/env_ab.py --suite scripts/suites/mfold_fuzz.json \
+      --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/mfold-ab-fuzz.json" $MFOLD_AB
+    grep -E "geomean" "$OUT/mfold-ab-fuzz.log" | tee -a "$SUMMARY"
   fi
 fi
 if has fold; then

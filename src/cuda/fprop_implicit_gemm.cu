@@ -433,10 +433,17 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // phase's W taps count as padded to a multiple of mfold (zero weights past them), so
   // the box's W halo is (W taps rounded up to mfold - 1) x the tap offset, and the epilogue
   // adds each output's mfold rows at their shifts ((mfold - 1) x the tap offset at most 8
-  // columns: the staging's 8 spare columns).
+  // columns: the staging's 8 spare columns). Not over zeros inserted along W, whose s times
+  // the MMAs it would not save (kb72 in float32: 0.145 -> 0.455 ms with them, H100).
+  // (Never in a build without those kernels, CONVT_NO_WG_MFOLD: see fprop_launch.cuh.)
+#ifdef CONVT_NO_WG_MFOLD
+  constexpr bool mfold_built = false;
+#else
+  constexpr bool mfold_built = true;
+#endif
   int mfold = 1;
-  if (wg_env_int("CONVT_WG_MFOLD") == 1 && nc > 0 && nc_env <= 0 && !raw && copies == 1 &&
-      !wmerge && !wpairs && !tsplit && tmax[2] >= 2) {
+  if (mfold_built && wg_env_int("CONVT_WG_MFOLD") == 1 && nc > 0 && nc_env <= 0 && !raw &&
+      copies == 1 && !wmerge && !wpairs && !tsplit && plan.wg_wup <= 1 && tmax[2] >= 2) {
     int f = cog <= 16 && tmax[2] >= 3 ? 4 : 2;
     if ((f - 1) * doff[2] > 8) f = 2;
     const int64_t halo = ((tmax[2] + f - 1) / f * f - 1) * doff[2];

@@ -823,6 +823,9 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
       CONVT_CHECK(false, "convt: split TF32 has no wgmma tile of two warpgroups");
     }
   } else if (plan.wg_mfold > 1) {
+#ifdef CONVT_NO_WG_MFOLD
+    CONVT_CHECK(false, "convt: built without the wgmma tiles of W taps stacked in M");
+#else
     if constexpr (!kSplit) {
       if (plan.wg_mfold == 2) {
         launch_wgmma_mfold<T, 2>(fp, map, smem, opt.stream, device, plan.wg_n);
@@ -834,6 +837,7 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     } else {
       CONVT_CHECK(false, "convt: split TF32 has no wgmma tile of W taps stacked in M");
     }
+#endif
   } else if constexpr (kSplit) {
     // (The planner gives split TF32 128 positions: not built for more.)
     CONVT_CHECK(plan.wg_n == 128, "convt: split TF32 wgmma tile of ", plan.wg_n, " positions");
@@ -918,13 +922,20 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
                                      cudaStream_t, int, int);                              \
   template void launch_wgmma_cm_pairs<T>(const wg::Params&, const CUtensorMap&, std::size_t, \
                                          cudaStream_t, int, int)
-// The tiles of MF W taps stacked in M, one unit per (T, MF) (fprop_launch_*_mfold*.cu).
+// The tiles of MF W taps stacked in M, one unit per (T, MF) (fprop_launch_*_mfold*.cu);
+// none where CONVT_NO_WG_MFOLD is defined (the exported KernelBench files: an opt-in form
+// whose kernels would lengthen their one-unit build; the planner then never takes it).
+#ifdef CONVT_NO_WG_MFOLD
+#define CONVT_EXTERN_WGMMA_MFOLD(T, MF) static_assert(true, "")
+#define CONVT_INSTANTIATE_WGMMA_MFOLD(T, MF) static_assert(true, "")
+#else
 #define CONVT_EXTERN_WGMMA_MFOLD(T, MF)                                                     \
   extern template void launch_wgmma_mfold<T, MF>(const wg::Params&, const CUtensorMap&,    \
                                                  std::size_t, cudaStream_t, int, int)
 #define CONVT_INSTANTIATE_WGMMA_MFOLD(T, MF)                                                \
   template void launch_wgmma_mfold<T, MF>(const wg::Params&, const CUtensorMap&,           \
                                           std::size_t, cudaStream_t, int, int)
+#endif
 // The folded tiles of NC channels, one unit per (T, NC) (fprop_launch_*_fold*.cu).
 #define CONVT_EXTERN_WGMMA_FOLD(T, NC)                                                      \
   extern template void launch_wgmma_fold<T, NC>(const wg::Params&, const CUtensorMap&,     \

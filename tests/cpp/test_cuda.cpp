@@ -2045,12 +2045,15 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaUnfolded,
 struct MfoldCase {
   Case c;
   int mfold;  // the taps a row block the planner must take (1: none; 0: 2 or 4)
+  // W strides run as their phases' own tiles (CONVT_WG_WUP=0, CONVT_WG_WMERGE=0: no zeros
+  // along W, which the stacking does not take, nor W phase pairs).
+  bool own_phases = false;
 };
 
 std::vector<MfoldCase> mfold_cases() {
   std::vector<MfoldCase> v;
-  auto add = [&](int mf, Problem p, Layout layout = Layout::kContiguous) {
-    v.push_back({{p, layout}, mf});
+  auto add = [&](int mf, Problem p, Layout layout = Layout::kContiguous, bool own = false) {
+    v.push_back({{p, layout}, mf, own});
   };
   // kb78-like: 16 -> 32, 3 x 7 taps padded (7 W taps: 4 tiles of 2, the last half zero).
   add(2, make_problem(2, 2, 16, 32, 1, {10, 70, 1}, {3, 7, 1}, {1, 1, 1}, {1, 3, 0}, {0, 0, 0},
@@ -2067,13 +2070,14 @@ std::vector<MfoldCase> mfold_cases() {
   // 1-D, dilation 3: 4 taps would shift 9 columns, so 2 x 16 (5 taps in 3 tiles).
   add(2, make_problem(1, 2, 16, 12, 1, {300, 1, 1}, {5, 1, 1}, {1, 1, 1}, {1, 0, 0}, {0, 0, 0},
                       {3, 1, 1}, true));
-  // Stride 2, kernel 4: every W phase 2 taps; the planner inserts zeros along W (W stride 1,
-  // 4 taps: 4 x 16 a block).
-  add(4, make_problem(2, 2, 32, 16, 1, {9, 21, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
-                      {1, 1, 1}, true));
+  // Stride 2, kernel 4: every W phase 2 taps (16 channels, fewer than 3 taps: 2 a block).
+  add(2, make_problem(2, 2, 32, 16, 1, {9, 21, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                      {1, 1, 1}, true),
+      Layout::kContiguous, true);
   // Stride 3, kernel 5: W phases of 2, 2 and 1 taps; output_padding.
   add(2, make_problem(2, 2, 16, 32, 1, {7, 15, 1}, {3, 5, 1}, {1, 3, 1}, {1, 1, 0}, {0, 2, 0},
-                      {1, 1, 1}, true));
+                      {1, 1, 1}, true),
+      Layout::kContiguous, true);
   // Dilation 2 along W with 4 taps a block (shifts of 6 columns).
   add(4, make_problem(2, 2, 16, 8, 1, {8, 41, 1}, {3, 5, 1}, {1, 1, 1}, {1, 2, 0}, {0, 0, 0},
                       {1, 2, 1}, true));
@@ -2093,7 +2097,8 @@ std::vector<MfoldCase> mfold_cases() {
                       {1, 1, 1}, false));
   // kb73-like: 3-D stride 2, padding 1 (W phases of 2 and 1 taps), 32 channels.
   add(2, make_problem(3, 2, 16, 32, 1, {4, 6, 11}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0},
-                      {1, 1, 1}, true));
+                      {1, 1, 1}, true),
+      Layout::kContiguous, true);
   // 1-D of many tiles, 7 taps.
   add(2, make_problem(1, 8, 16, 32, 1, {2000, 1, 1}, {7, 1, 1}, {1, 1, 1}, {3, 0, 0}, {0, 0, 0},
                       {1, 1, 1}, true));
@@ -2120,6 +2125,8 @@ TEST_P(CudaWgmmaMfold, MatchesFloat64Oracle) {
   const ScopedEnv env("CONVT_WG_MFOLD", "1");
   const ScopedEnv copier("CONVT_WG_FUSED_COPY", form == 1 ? "1" : "");
   const ScopedEnv split("CONVT_WG_SPLIT_K", form == 2 ? "3" : "");
+  const ScopedEnv wup("CONVT_WG_WUP", m.own_phases ? "0" : "");
+  const ScopedEnv wmerge("CONVT_WG_WMERGE", m.own_phases ? "0" : "");
   const int mf = m.mfold;
   check_wgmma_case(m.c, 7919u * uint64_t(std::get<1>(GetParam())) + 31 + uint64_t(form),
                    [mf](const Precision& precision, bool split, const std::string& what) {

@@ -1419,7 +1419,8 @@ TEST(CudaPlanner, FoldedWTapsFitTheirTileAndEpilogue) {
 // channel-major tiles of 64 rows = mfold taps x 64 / mfold channels, 4 taps a block for up
 // to 16 channels with 3 or more taps, else 2, so that (mfold - 1) x the tap offset stays
 // within 8 columns; the box holds the W taps rounded up to mfold and the stage a weight tile
-// of 64 rows per mfold taps. Position-major plans left under it are those it cannot take.
+// of 64 rows per mfold taps; never over zeros inserted along W. Position-major plans left
+// under it are those it cannot take. Unset, no plan stacks.
 // Unset, no plan stacks.
 TEST(CudaPlanner, WTapsStackedInMFitTheirTiles) {
   int stacked = 0, by_mf[5] = {}, left = 0;
@@ -1434,7 +1435,7 @@ TEST(CudaPlanner, WTapsStackedInMFitTheirTiles) {
     const int64_t e = static_cast<int64_t>(convt::dtype_size(p.dtype));
     if (plan.wg_mfold == 1) {
       if (plan.wg_nc > 0 && !plan.split && !plan.wg_raw && !plan.wg_wmerge &&
-          !plan.wg_wpairs && !plan.wg_tsplit) {
+          !plan.wg_wpairs && !plan.wg_tsplit && plan.wg_wup == 1) {
         ++left;
         EXPECT_TRUE(w.max_count < 2 || w.doff > 8) << p.to_string();
       }
@@ -1446,7 +1447,7 @@ TEST(CudaPlanner, WTapsStackedInMFitTheirTiles) {
     ++by_mf[mf];
     EXPECT_EQ(mf, cog <= 16 && w.max_count >= 3 && 3 * w.doff <= 8 ? 4 : 2) << p.to_string();
     EXPECT_FALSE(plan.split || plan.wg_raw || plan.wg_xp || plan.wg_coop || plan.wg_wmerge ||
-                 plan.wg_wpairs || plan.wg_tsplit || plan.wg_scatter);
+                 plan.wg_wpairs || plan.wg_tsplit || plan.wg_scatter || plan.wg_wup > 1);
     EXPECT_EQ(plan.wg_fold, 1);
     EXPECT_EQ(plan.wg_nc, 0);
     EXPECT_EQ(plan.wg_cw * mf, 64);
