@@ -47,6 +47,7 @@
 #   bash scripts/gpu_check.sh build install raw   # the input read in place, on against off
 #   bash scripts/gpu_check.sh build install fold   # W taps folded into N wherever they can be, against nowhere
 #   bash scripts/gpu_check.sh build mfold install mfold-ab   # W taps stacked in M: tests, sanitizers, A/B (CONVT_WG_MFOLD)
+#   bash scripts/gpu_check.sh install install-old odd-ab   # stores by runs of adjacent outputs, against the tree in ./ab
 #   bash scripts/gpu_check.sh build install merge   # W phases merged wherever W is strided, against not
 #   bash scripts/gpu_check.sh install copier-ab   # the copier warps' variants against the defaults
 #   bash scripts/gpu_check.sh install small-ab   # the models suite's layers under the planner's knobs
@@ -895,6 +896,22 @@ if has mfold-ab; then
       --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/mfold-ab-fuzz.json" $MFOLD_AB
     grep -E "geomean" "$OUT/mfold-ab-fuzz.log" | tee -a "$SUMMARY"
   fi
+fi
+if has odd-ab; then
+  # The epilogue's stores by runs of adjacent outputs (where a warp's pairs of outputs are
+  # not aligned for one store: odd channel strides, rows of an odd width): this build
+  # against an earlier tree (ODD_AB, default the tree in ./ab built by install-old), GPU
+  # time, two rounds, every KernelBench case and the draw scripts/suites/odd_layout_fuzz.json.
+  # (ODD_CASES narrows the KernelBench cases.)
+  ODD_AB=${ODD_AB:-"base= old=PYTHONPATH=/tmp/old"}
+  # shellcheck disable=SC2086
+  step odd-ab-kb python3 scripts/env_ab.py --dtype fp32,bf16 --rounds 2 --gpu-time \
+    ${ODD_CASES:+--cases $ODD_CASES} --json "$OUT/odd-ab-kb.json" $ODD_AB
+  tail -n 40 "$OUT/odd-ab-kb.log" | tee -a "$SUMMARY"
+  # shellcheck disable=SC2086
+  step odd-ab-fuzz python3 scripts/env_ab.py --suite scripts/suites/odd_layout_fuzz.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/odd-ab-fuzz.json" $ODD_AB
+  grep -E "geomean" "$OUT/odd-ab-fuzz.log" | tee -a "$SUMMARY"
 fi
 if has fold; then
   # The W taps folded into N wherever the tile can (CONVT_WG_FOLD=1) against unfolded tiles

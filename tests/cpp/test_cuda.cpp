@@ -795,6 +795,17 @@ std::vector<Case> wgmma_cases() {
                      {1, 1, 1}, w % 4 == 2));
   add(make_problem(2, 2, 48, 130, 1, {12, 50, 1}, {7, 5, 1}, {1, 1, 1}, {3, 2, 0}, {0, 0, 0},
                    {1, 1, 1}, true));
+  // Outputs whose pairs of adjacent positions are not aligned for one store (the stores by
+  // runs of adjacent outputs): an odd channel stride (9 x 11), rows of an odd width in an
+  // even one (10 x 11, 7 x 8 x 9); position-major and channel-major tiles.
+  add(make_problem(2, 2, 32, 16, 1, {7, 9, 1}, {3, 3, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 32, 64, 1, {7, 9, 1}, {3, 3, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 32, 64, 1, {8, 9, 1}, {3, 3, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, false));
+  add(make_problem(3, 2, 16, 24, 1, {5, 6, 7}, {3, 3, 3}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, false));
   // More tiles than resident blocks: the persistent blocks take several tiles each.
   add(make_problem(2, 8, 16, 64, 1, {40, 300, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {0, 0, 0},
                    {1, 1, 1}, true));
@@ -2338,6 +2349,16 @@ std::vector<Case> pair_cases() {
                    {1, 1, 1}, true));
   // Two groups of 64 output channels.
   add(make_problem(2, 2, 64, 128, 2, {5, 7, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // Rows of an odd width (19) in an even channel stride (12 x 19): every other phase row
+  // starts at an odd element, so its pairs are not aligned for one store (the stores by
+  // runs of adjacent outputs); position-major (16 channels) and channel-major (64).
+  add(make_problem(2, 2, 32, 16, 1, {6, 10, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 32, 64, 1, {6, 10, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 0, 0},
+                   {1, 1, 1}, false));
+  // An odd channel stride (25 x 51), 24 channels, rows of several tiles' positions.
+  add(make_problem(2, 3, 32, 24, 1, {13, 26, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
                    {1, 1, 1}, true));
   return v;
 }

@@ -107,7 +107,8 @@
 // W phase of its column segment in turn (Params::wm; the tiles then count only the D and H
 // phases): with WPH = 2 (W stride 2, position-major tiles) into two accumulator sets, whose
 // epilogue stages the two phases interleaved and stores each position's two adjacent
-// outputs with one instruction (ImplicitGemmFpropPlan::wg_wpairs); with WPH = 1 each phase's
+// outputs with one instruction, or runs of adjacent outputs a lane each where those pairs
+// are not aligned (ImplicitGemmFpropPlan::wg_wpairs); with WPH = 1 each phase's
 // epilogue places its outputs in a shared buffer and the last one stores the tile's rows
 // (merged_phase_epilogue, ImplicitGemmFpropPlan::wg_wmerge, opt-in: slower).
 //
@@ -282,6 +283,9 @@ struct EpiInfo {
   int wm_rw, wm_ocols, wm_end;  // W phases merged (StageHeader; wm_end: kTileEnd)
   // Split K (StageHeader; split_last: this warpgroup adds the parts' sums).
   int split_tile, split_part, split_parts, split_last;
+  // W phase pairs: whether some row's base[] is odd (their epilogues then store runs of
+  // adjacent outputs: their pairs are not all aligned for one store).
+  int odd_rows;
   int64_t col_step;
   int64_t base[kMaxRows];
   float bias[kM];
@@ -1159,8 +1163,11 @@ __device__ __forceinline__ void issue_batch(float (&A)[MB][NA / 2], const uint64
 // e], one 16-byte store per thread and accumulator pair), then lane l stores position 32
 // pass + l's two adjacent outputs of each channel with one instruction where they are
 // aligned: a warp's store is 64 adjacent outputs of a channel, where a tile of one W phase
-// writes every other element (two partial writes per 32-byte sector). A phase without MMAs
-// (no W tap) stores the bias alone.
+// writes every other element (two partial writes per 32-byte sector). Where the pairs are
+// not all aligned for one store (an odd channel stride, rows starting at odd elements:
+// EpiInfo::odd_rows), lane l stores staged outputs l and l + 32 of the pass instead, so that
+// each store is still 32 adjacent outputs of a channel rather than every other element of
+// 64 twice. A phase without MMAs (no W tap) stores the bias alone.
 template <typename T, int N>
 __device__ __forceinline__ void pair_epilogue_cm(float (&acc)[1][N / 2], float (&acc2)[1][N / 2],
                                                  bool mma0, bool mma1, int cols0, float* stg,
@@ -1174,6 +1181,12 @@ __device__ __forceinline__ void pair_epilogue_cm(float (&acc)[1][N / 2], float (
   const int64_t cstep = info->col_step;
   T* const yc = y + int64_t(info->co0 + m0) * ys1;
   const float* bias = info->bias + m0;
+  const float inv_wbox = __frcp_rn(float(wbox));
+  // runs: pairs of outputs not all aligned for one store (an odd channel stride, a row
+  // starting at an odd element).
+  const bool runs = cstep == 1 && ys1 != 1 &&
+                    (ys1 % 2 != 0 || info->odd_rows ||
+                     reinterpret_cast<uintptr_t>(yc) % (2 * sizeof(T)) != 0);
 #pragma unroll
   for (int pass = 0; pass < N / 32; ++pass) {
 #pragma unroll
@@ -1201,6 +1214,32 @@ __device__ __forceinline__ void pair_epilogue_cm(float (&acc)[1][N / 2], float (
         if (ro >= rows || co >= (e == 0 ? cols0 : cols1)) continue;
         store_channels_packed<T, 16>(yc + (info->base[ro] + int64_t(2 * co + e) * cstep),
                                      stg + o, kEpiPitch, bias);
+      }
+      __syncwarp();
+      continue;
+    }
+    if (runs) {
+      // (Pairs not aligned for one store: lane l stores staged outputs l and l + 32 of the
+      // pass, each store 32 adjacent outputs of a channel.)
+      if (mcount > 0) {
+        T* q0 = yc;
+        T* q1 = yc;
+        bool w0 = false, w1 = false;
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const int e = lane & 1, mo = 32 * pass + 16 * k + (lane >> 1);
+          const int ro = __float2int_rz((float(mo) + 0.5f) * inv_wbox), co = mo - ro * wbox;
+          const bool v = ro < rows && co < (e == 0 ? cols0 : cols1);
+          T* const qo = yc + (v ? info->base[ro] + int64_t(2 * co + e) * cstep : 0);
+          if (k == 0) { q0 = qo; w0 = v; } else { q1 = qo; w1 = v; }
+        }
+        const float* src = stg + lane;
+#pragma unroll 4
+        for (int i = 0; i < mcount; ++i, q0 += ys1, q1 += ys1) {
+          const float b = bias[i];
+          if (w0) *q0 = Elem<T>::from_float(src[i * kEpiPitch] + b);
+          if (w1) *q1 = Elem<T>::from_float(src[i * kEpiPitch + 32] + b);
+        }
       }
       __syncwarp();
       continue;
@@ -1234,7 +1273,10 @@ __device__ __forceinline__ void pair_epilogue_cm(float (&acc)[1][N / 2], float (
 // Per pass of 8 channels each warp stages its positions with the two phases interleaved
 // (channel i of local position q at stg[i * kP2 + 2 q + phase]), then each lane stores a
 // position's two adjacent outputs per channel, one instruction where they are aligned (or,
-// where the output's channels are innermost, each output's 8 channels together).
+// where the output's channels are innermost, each output's 8 channels together). Where the
+// pairs are not all aligned for one store (an odd channel stride, rows starting at odd
+// elements: EpiInfo::odd_rows), lane l stores output l of each run of 16 positions x 2
+// phases, each store 32 adjacent outputs of a channel.
 template <typename T, int N, int NC>
 __device__ __forceinline__ void pair_epilogue(float (&acc)[N / 64][NC / 2],
                                               float (&acc2)[N / 64][NC / 2], bool mma0,
@@ -1248,6 +1290,10 @@ __device__ __forceinline__ void pair_epilogue(float (&acc)[N / 64][NC / 2],
   const int lane = int(threadIdx.x % 32);
   const float inv_wbox = __frcp_rn(float(wbox));
   const int64_t cstep = info->col_step;
+  // runs: pairs of outputs not all aligned for one store (an odd channel stride, a row
+  // starting at an odd element).
+  const bool runs = cstep == 1 && (ys1 % 2 != 0 || info->odd_rows ||
+                                   reinterpret_cast<uintptr_t>(y) % (2 * sizeof(T)) != 0);
 #pragma unroll
   for (int pass = 0; pass < NC / 8; ++pass) {
 #pragma unroll
@@ -1291,6 +1337,28 @@ __device__ __forceinline__ void pair_epilogue(float (&acc)[N / 64][NC / 2],
     float bv[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) bv[i] = info->bias[c8 + i];
+    if (runs) {
+      // (Pairs not aligned for one store somewhere in the warp's rows: lane l stores staged
+      // output l of each run of 16 positions x 2 phases, each store 32 adjacent outputs of a
+      // channel, where two stores of one element a lane would each cover every other
+      // element of its sectors.)
+#pragma unroll 1
+      for (int k = 0; k < kMB; ++k) {
+        const int e = lane & 1;
+        const int m = 64 * k + 16 * warp + (lane >> 1);
+        const int r = __float2int_rz((float(m) + 0.5f) * inv_wbox), c = m - r * wbox;
+        if (r >= rows || c >= (e == 0 ? cols0 : cols1)) continue;
+        T* q = y + (info->base[r] + (2 * c + e) * cstep + int64_t(info->co0 + c8) * ys1);
+        const float* src = stg + 32 * k + lane;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          if (i >= nch) break;
+          q[i * ys1] = Elem<T>::from_float(src[i * kP2] + bv[i]);
+        }
+      }
+      __syncwarp();
+      continue;
+    }
 #pragma unroll 1
     for (int ql = lane; ql < 16 * kMB; ql += 32) {
       const int m = 64 * (ql / 16) + 16 * warp + ql % 16;
@@ -2414,8 +2482,16 @@ __global__ void __launch_bounds__(block_threads(kXp,
     const int tid = int(threadIdx.x % 128), cofs = share_w ? 0 : kM * wgi;
     const int roff = share_w ? wgi * p.coop_rows : 0;
     const int wg_rows = share_w ? min(max(hd->rows - roff, 0), p.coop_rows) : hd->rows;
+    static_assert(kMaxRows == 32, "the rows' bases are one warp's");
     if (tid < kMaxRows) {
-      if (tid < wg_rows) info->base[tid] = hd->base[roff + tid];
+      if constexpr (WPH > 1) {
+        const int64_t b = tid < wg_rows ? hd->base[roff + tid] : 0;
+        if (tid < wg_rows) info->base[tid] = b;
+        const unsigned odd = __ballot_sync(0xffffffffu, (b & 1) != 0);  // (kNoRow is even)
+        if (tid == 0) info->odd_rows = odd != 0;
+      } else {
+        if (tid < wg_rows) info->base[tid] = hd->base[roff + tid];
+      }
     } else if (tid < kMaxRows + kM) {
       const int m = tid - kMaxRows;
       info->bias[m] = bias != nullptr && m + cofs < hd->co_valid
