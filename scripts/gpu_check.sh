@@ -48,6 +48,7 @@
 #   bash scripts/gpu_check.sh build install fold   # W taps folded into N wherever they can be, against nowhere
 #   bash scripts/gpu_check.sh build mfold install mfold-ab   # W taps stacked in M: tests, sanitizers, A/B (CONVT_WG_MFOLD)
 #   bash scripts/gpu_check.sh install install-old odd-ab   # stores by runs of adjacent outputs, against the tree in ./ab
+#   bash scripts/gpu_check.sh install xp-more-ab   # the input transposed in the kernel where the rules keep the copy (kb70 bf16, kb78 fp32)
 #   bash scripts/gpu_check.sh build install merge   # W phases merged wherever W is strided, against not
 #   bash scripts/gpu_check.sh install copier-ab   # the copier warps' variants against the defaults
 #   bash scripts/gpu_check.sh install small-ab   # the models suite's layers under the planner's knobs
@@ -912,6 +913,20 @@ if has odd-ab; then
   step odd-ab-fuzz python3 scripts/env_ab.py --suite scripts/suites/odd_layout_fuzz.json \
     --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/odd-ab-fuzz.json" $ODD_AB
   grep -E "geomean" "$OUT/odd-ab-fuzz.log" | tee -a "$SUMMARY"
+fi
+if has xp-more-ab; then
+  # Plans that transpose the input in the kernel where the default rules keep the copy
+  # (GPU time, two rounds): kb70 in bfloat16 with the transposition asked for (the rule
+  # rejects boxes filling under 3/4 of their pieces' columns), and float32 K steps of
+  # 8 channels x every H tap, transposed, on kb78 (the H-complete rule rejects steps that
+  # give up a stage) and kb71 (which takes them by default: the reference).
+  step xp-more-ab-bf16 python3 scripts/env_ab.py --dtype bf16 --rounds 2 --gpu-time \
+    --cases kb70,kb57 --json "$OUT/xp-more-ab-bf16.json" base= xp=CONVT_WG_XP=1
+  tail -n 8 "$OUT/xp-more-ab-bf16.log" | tee -a "$SUMMARY"
+  step xp-more-ab-fp32 python3 scripts/env_ab.py --dtype fp32 --rounds 2 --gpu-time \
+    --cases kb78,kb71,kb58 --json "$OUT/xp-more-ab-fp32.json" base= \
+    xp8=CONVT_WG_XP=1,CONVT_WG_BK=8,CONVT_WG_HB=3
+  tail -n 8 "$OUT/xp-more-ab-fp32.log" | tee -a "$SUMMARY"
 fi
 if has fold; then
   # The W taps folded into N wherever the tile can (CONVT_WG_FOLD=1) against unfolded tiles
