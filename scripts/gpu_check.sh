@@ -25,6 +25,7 @@
 #   bash scripts/gpu_check.sh install hfirst-ab   # more H taps a K step where the boxes shrink (CONVT_WG_HFIRST)
 #   bash scripts/gpu_check.sh install hfirst-held-ab   # the same, the default against off, on a later draw
 #   bash scripts/gpu_check.sh install xp-hfull-ab   # float32 H-complete K steps transposed in the kernel, on against off (CONVT_WG_XP_HFULL)
+#   bash scripts/gpu_check.sh install xp-hfull3-ab   # the same with float32 stages given up down to two (CONVT_WG_XP_HFULL=3)
 #   bash scripts/gpu_check.sh install xp-hfull16-ab   # the same in 16-bit types (CONVT_WG_XP_HFULL=2, the default) against float32 only
 #   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
 #   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
@@ -691,6 +692,22 @@ if has xp-hfull-ab; then
       --rounds 2 --gpu-time base= off=CONVT_WG_XP_HFULL=0
     python3 scripts/ab_summary.py "$OUT/xp-hfull-${s%%:*}.log" | tee -a "$SUMMARY"
   done
+fi
+if has xp-hfull3-ab; then
+  # Float32 H-complete K steps transposed in the kernel with stages given up down to two
+  # (CONVT_WG_XP_HFULL=3) against the default (the copy's stages only): the fuzzed layers it
+  # changes (scripts/suites/xp_hfull_stages_fuzz.json, checked against PyTorch first) and
+  # kb78, float32 (TF32), GPU time.
+  step xp-hfull3-check env CONVT_WG_XP_HFULL=3 python3 -m convt bench \
+    --suite scripts/suites/xp_hfull_stages_fuzz.json --dtype fp32 --reps 1 --warmup 1 \
+    --json "$OUT/xp-hfull3-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/xp-hfull3-check.log" | tail -4 | tee -a "$SUMMARY"
+  step xp-hfull3-fuzz python3 scripts/env_ab.py --suite scripts/suites/xp_hfull_stages_fuzz.json \
+    --dtype fp32 --rounds 2 --gpu-time --json "$OUT/xp-hfull3-fuzz.json" base= h3=CONVT_WG_XP_HFULL=3
+  python3 scripts/ab_summary.py "$OUT/xp-hfull3-fuzz.log" | tee -a "$SUMMARY"
+  step xp-hfull3-kb python3 scripts/env_ab.py --cases kb78,kb71 --dtype fp32 --rounds 2 \
+    --gpu-time --json "$OUT/xp-hfull3-kb.json" base= h3=CONVT_WG_XP_HFULL=3
+  tail -n 4 "$OUT/xp-hfull3-kb.log" | tee -a "$SUMMARY"
 fi
 if has xp-hfull16-ab; then
   # The H-complete K step transposed in the kernel in 16-bit types too (CONVT_WG_XP_HFULL=2,

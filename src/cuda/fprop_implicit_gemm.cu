@@ -908,7 +908,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   };
   // In float32 as TF32, where the K step leaves out some H taps, a step of every H tap with
   // a channel block down to 32 bytes where the input transposed in the kernel (below) then
-  // runs with as many stages: the transposition keeps up in float only where each input
+  // runs (stages: see the end of this comment): the transposition keeps up in float only where each input
   // element is transposed once per tile, so an H-complete step is what removes the input
   // copy, which reads and writes the whole input once more. kb71 in float32 (32 -> 32
   // channels, 3 x 3, 512 x 1024): 32 channels x 1 H tap with the copy -> 8 x 3 transposed in
@@ -928,26 +928,41 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // Measured on an H100 (GPU time, against float32 only): 1.108x bfloat16 / 1.112x float16
   // over the 96 fuzzed layers it changes (xp_hfull16_fuzz.json; 50 faster, 21 slower by
   // more than 3%, none below 0.91x), kb71 1.12x, kb78 1.14x, the models suites unchanged.
-  // CONVT_WG_XP_HFULL=1 keeps it to float32, =0 turns it off.
+  // In float32 with the most stages, from the copy's down to two, at which the step and the
+  // transposition's ring fit: kb78 (32 -> 32 channels, 3 x 7) 16 channels x 1 H tap at 3
+  // stages with the copy -> 8 x 3 transposed at 2. Measured on an H100 (GPU time, against
+  // the copy's stages only): 1.155x over the 48 layers of a fuzzed draw it changes
+  // (xp_hfull_stages_fuzz.json; 37 faster, 4 slower by more than 3%, none below 0.84x),
+  // 1.11x over the 31 of them that give up stages, kb78 1.19x; the other 17 had lost the
+  // step to a transposition asked for at the step's most stages in place of those kept
+  // (1.24x).
+  // CONVT_WG_XP_HFULL=1 keeps it to float32, =0 turns it off, =3 keeps the copy's stages in
+  // float32.
   const int hfull_env = wg_env_int_or("CONVT_WG_XP_HFULL", 2);
   bool hfull = false;
+  int hfull_stages = 2;
   ImplicitGemmFpropPlan before_hfull = plan;
   // (In 16-bit types only where the step as planned transposes in the kernel already, with
   // at least two stages: the copy's plans, which may take two warpgroups, stay.)
-  if (hfull_env != 0 && (e == 4 || (hfull_env == 2 && xp_pieces(2) >= wg::kXpMinPieces)) &&
+  if (hfull_env != 0 &&
+      (e == 4 || (hfull_env >= 2 && xp_pieces(2) >= wg::kXpMinPieces)) &&
       copies == 1 && !raw && xp_ok && fold == 1 && mfold == 1 && !two_wg && !tsplit &&
       hb_env <= 0 && plan.wg_stack == 1 && plan.wg_hb < tmax[1] && tmax[0] == 1 &&
       p.stride[0] * p.stride[1] * p.stride[2] == 1 &&
       best_rows + (tmax[1] - 1) * doff[1] <= 2 * best_rows) {
-    // (16-bit types: the transposition gives up stages down to two for its ring, as below.)
-    const int keep = e == 4 ? before_hfull.wg_stages : 2;
-    for (int64_t bk : bks) {
-      if (!bk_allowed(bk) || !try_step(bk, tmax[1], keep)) continue;
-      if (xp_pieces(keep) >= wg::kXpMinPieces) {
-        hfull = true;
-        break;
+    // (16-bit types: the transposition gives up stages down to two for its ring, as below;
+    // float32: the most stages from the copy's down to two.)
+    const int top = e == 4 ? before_hfull.wg_stages : 2;
+    const int least = e == 4 && hfull_env == 3 ? top : 2;
+    for (int keep = top; keep >= least && !hfull; --keep)
+      for (int64_t bk : bks) {
+        if (!bk_allowed(bk) || !try_step(bk, tmax[1], keep)) continue;
+        if (xp_pieces(keep) >= wg::kXpMinPieces) {
+          hfull = true;
+          hfull_stages = keep;
+          break;
+        }
       }
-    }
     if (!hfull) plan = before_hfull;
   }
   // The input transposed in the kernel (ImplicitGemmFpropPlan::wg_xp: 16-bit types and TF32,
@@ -990,8 +1005,9 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
                       plan.wg_stack == 1 &&
                       xp_env != 0 &&
                       (xp_env == 1 || (macs_per_elem <= 768 && fills && (e == 2 || once)));
-    // (Float, unless asked for: the copy's stages only.)
-    const int64_t min_stages = e == 4 && xp_env != 1 ? plan.wg_stages : 2;
+    // (Float, unless asked for: the copy's stages only, or the H-complete step's.)
+    const int64_t min_stages =
+        e == 4 && xp_env != 1 ? (hfull ? hfull_stages : plan.wg_stages) : 2;
     const int64_t hp =
         std::min<int64_t>(wg::xp_piece_rows(plan.wg_bk, int(e)), plan.wg_hbox);
     const int64_t piece = hp * plan.wg_bk * wg::kXpCols * e;

@@ -91,6 +91,18 @@ void for_each_drawn(uint64_t seed, const DrawRanges& r, int count, Fn fn) {
   }
 }
 
+// The plan and its description with one setting of an environment variable.
+struct PlanUnder {
+  Plan plan;
+  std::string text;
+};
+PlanUnder plan_under(const char* name, const char* value, const Problem& p,
+                     const ExecOptions& o) {
+  const ScopedEnv env(name, value);
+  return {convt::cuda::plan_implicit_gemm_fprop(p, o),
+          convt::cuda::describe_plan_without_device(p, o)};
+}
+
 // W taps of the widest phase and the input-column step between a phase's consecutive
 // taps, by enumerating every phase and tap: tap k reaches output phase r when
 // (r + pad - k*dil) is divisible by the stride, and reads input column (r + pad - k*dil)/s
@@ -1931,10 +1943,11 @@ TEST(CudaPlanner, MoreHTapsWhereTheBoxesShrink) {
 }
 
 // An H-complete K step transposed in the kernel (CONVT_WG_XP_HFULL, 2 by default, 1: float32
-// only, 0: off): a plan =1 changes is float32 as TF32 on an unstrided layer with one D tap, keeps its tile,
-// takes every H tap with a channel block of at least 32 bytes and as many stages as before,
-// with a box of at most twice the tile's rows, and transposes the input in the kernel where
-// the step without it copied it; kb71 in float32 takes 8 channels x 3 H taps.
+// only, 0: off, 3: the copy's stages in float32): a plan =1 changes is float32 as TF32 on an
+// unstrided layer with one D tap, keeps its tile, takes every H tap with a channel block of
+// at least 32 bytes and at least two stages, with a box of at most twice the tile's rows, and
+// transposes the input in the kernel where the step without it copied it; kb71 in float32
+// takes 8 channels x 3 H taps, kb78 8 x 3 at 2 stages (=3: the copy's 16 x 1 at 3).
 TEST(CudaPlanner, HCompleteStepsWhereTheKernelTransposes) {
   using convt::test::make_problem;
   int changed = 0, transposed = 0;
@@ -2000,23 +2013,45 @@ TEST(CudaPlanner, HCompleteStepsWhereTheKernelTransposes) {
   EXPECT_TRUE(after.wg_xp);
   EXPECT_EQ(after.wg_hb, 3);
   EXPECT_EQ(after.wg_bk, 8);
+  {
+    Problem kb78 = make_problem(2, 8, 32, 32, 1, {512, 1024, 1}, {3, 7, 1}, {1, 1, 1},
+                                {1, 3, 0}, {0, 0, 0}, {1, 1, 1}, false);
+    kb78.dtype = DType::kFloat32;
+    const Problem c78 = kb78.canonical3d();
+    const Plan dflt78 = convt::cuda::plan_implicit_gemm_fprop(c78, o);
+    EXPECT_TRUE(dflt78.wg_xp);
+    EXPECT_EQ(dflt78.wg_hb, 3);
+    EXPECT_EQ(dflt78.wg_bk, 8);
+    EXPECT_EQ(dflt78.wg_stages, 2);
+    const ScopedEnv three("CONVT_WG_XP_HFULL", "3");
+    const Plan copy78 = convt::cuda::plan_implicit_gemm_fprop(c78, o);
+    EXPECT_FALSE(copy78.wg_xp);
+    EXPECT_EQ(copy78.wg_hb, 1);
+    EXPECT_EQ(copy78.wg_stages, 3);
+  }
+  // =2 against =3: only float32 plans change, to H-complete steps of two stages or more
+  // where transposed; some of them give up stages that =3 keeps with the copy.
+  int fewer = 0;
+  for_each_drawn(20261134, {256, 96, 4, 8, 64, 4000, 5, 1, false}, 3000,
+                 [&](const Problem& p, const ExecOptions& o) {
+    const auto [two, two_d] = plan_under("CONVT_WG_XP_HFULL", "2", p, o);
+    const auto [three, three_d] = plan_under("CONVT_WG_XP_HFULL", "3", p, o);
+    if (two_d == three_d) return;
+    EXPECT_EQ(p.dtype, DType::kFloat32) << two_d;
+    ASSERT_TRUE(two.wg && three.wg) << three_d << " -> " << two_d;
+    if (!two.wg_xp) return;  // (a smaller N that fills the machine, as above)
+    EXPECT_EQ(two.wg_hb, two.wg_tmax[1]) << two_d;
+    EXPECT_GE(two.wg_stages, 2) << two_d;
+    if (!three.wg_xp && two.wg_stages < three.wg_stages) ++fewer;
+  });
+  EXPECT_GE(fewer, 1);
   // =2 (the default): 16-bit types too; a plan it changes against =1 is a 16-bit one that
   // transposed in the kernel with an H-incomplete step and now does so with every H tap.
   int sixteen = 0;
   for_each_drawn(20261133, {256, 96, 4, 8, 64, 4000, 5, 1, false}, 3000,
                  [&](const Problem& p, const ExecOptions& o) {
-    Plan one, two;
-    std::string one_d, two_d;
-    {
-      const ScopedEnv env("CONVT_WG_XP_HFULL", "1");
-      one = convt::cuda::plan_implicit_gemm_fprop(p, o);
-      one_d = convt::cuda::describe_plan_without_device(p, o);
-    }
-    {
-      const ScopedEnv env("CONVT_WG_XP_HFULL", "2");
-      two = convt::cuda::plan_implicit_gemm_fprop(p, o);
-      two_d = convt::cuda::describe_plan_without_device(p, o);
-    }
+    const auto [one, one_d] = plan_under("CONVT_WG_XP_HFULL", "1", p, o);
+    const auto [two, two_d] = plan_under("CONVT_WG_XP_HFULL", "2", p, o);
     if (one_d == two_d) return;
     EXPECT_EQ(p.dtype, DType::kBFloat16);
     ASSERT_TRUE(one.wg) << one_d << " -> " << two_d;
