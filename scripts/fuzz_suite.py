@@ -43,6 +43,9 @@ def fuzzed_layer(rng, args, index):
     target = rng.uniform(args.min_outputs, args.max_outputs)
     side, cap = {1: (256, 1 << 20), 2: (8, 1024), 3: (4, 128)}[dims]
     size = [side] * dims
+    if args.any_sizes:
+        # (Sizes of any value: each side from side/2 to 2 side, grown by 1.25x-2x.)
+        size = [rng.randint(max(1, side // 2), 2 * side) for _ in range(dims)]
     batch = 1
     for _ in range(64):
         out = output_size(size, k, s, p, op, d)
@@ -57,7 +60,9 @@ def fuzzed_layer(rng, args, index):
         if batch < args.max_batch and (not grow or rng.random() < 0.4):
             batch *= 2
         elif grow:
-            size[rng.choice(grow)] *= 2
+            i = rng.choice(grow)
+            size[i] = (max(size[i] + 1, int(size[i] * rng.uniform(1.25, 2.0)))
+                       if args.any_sizes else size[i] * 2)
         else:
             break
     out = output_size(size, k, s, p, op, d)
@@ -89,6 +94,9 @@ def main(argv=None):
                     help="least output elements of a layer")
     ap.add_argument("--max-outputs", type=float, default=6e7,
                     help="most output elements drawn for a layer (up to 4x that kept)")
+    ap.add_argument("--any-sizes", action="store_true",
+                    help="input sizes of any value (by default powers of two times the "
+                         "starting side): odd widths, rows that are not 16-byte aligned")
     ap.add_argument("--count", type=int, default=24)
     ap.add_argument("--seed", type=int, default=1127)
     ap.add_argument("--about", default=None, help="the suite's description")
@@ -115,7 +123,8 @@ def main(argv=None):
         f"channels a group, {args.groups[0]}-{args.groups[1]} groups, dimensions drawn from "
         f"{args.dims}, kernels up to {args.max_kernel}, strides up to {args.max_stride}, "
         f"dilation 1 or 2, padding and output padding as PyTorch allows, each output "
-        f"{args.min_outputs:.0e} to {4 * args.max_outputs:.0e} elements. Written by `{command}`."),
+        f"{args.min_outputs:.0e} to {4 * args.max_outputs:.0e} elements"
+        f"{', input sizes of any value' if args.any_sizes else ''}. Written by `{command}`."),
         "cases": cases}
     text = "{\n \"about\": " + json.dumps(suite["about"]) + ",\n \"cases\": [\n" + ",\n".join(
         "  " + json.dumps(c) for c in cases) + "\n ]\n}\n"

@@ -26,6 +26,7 @@
 #   bash scripts/gpu_check.sh install hfirst-held-ab   # the same, the default against off, on a later draw
 #   bash scripts/gpu_check.sh install xp-hfull-ab   # float32 H-complete K steps transposed in the kernel, on against off (CONVT_WG_XP_HFULL)
 #   bash scripts/gpu_check.sh install xp-hfull3-ab   # the same with float32 stages given up down to two (CONVT_WG_XP_HFULL=3)
+#   bash scripts/gpu_check.sh install xp-unaligned-ab   # inputs the transposition cannot read in place planned as the copy (CONVT_WG_XP_UNALIGNED)
 #   bash scripts/gpu_check.sh install xp-hfull16-ab   # the same in 16-bit types (CONVT_WG_XP_HFULL=2, the default) against float32 only
 #   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
 #   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
@@ -708,6 +709,22 @@ if has xp-hfull3-ab; then
   step xp-hfull3-kb python3 scripts/env_ab.py --cases kb78,kb71 --dtype fp32 --rounds 2 \
     --gpu-time --json "$OUT/xp-hfull3-kb.json" base= h3=CONVT_WG_XP_HFULL=3
   tail -n 4 "$OUT/xp-hfull3-kb.log" | tee -a "$SUMMARY"
+fi
+if has xp-unaligned-ab; then
+  # Inputs the transposition cannot read in place (rows, planes or channels not 16-byte
+  # aligned) planned as the copy (the default) against the transposition planned and the copy
+  # run with its step (CONVT_WG_XP_UNALIGNED=1): the fuzzed layers with input sizes of any value
+  # whose plan it changes (scripts/suites/xp_unaligned_{fp32,bf16}.json, checked against
+  # PyTorch first), GPU time.
+  for d in fp32 bf16; do
+    step "xp-unaligned-check-$d" python3 -m convt bench --suite "scripts/suites/xp_unaligned_$d.json" \
+      --dtype $d --reps 1 --warmup 1 --json "$OUT/xp-unaligned-check-$d.json" -q
+    grep -E "geomean|error|mismatch" "$OUT/xp-unaligned-check-$d.log" | tail -3 | tee -a "$SUMMARY"
+    step "xp-unaligned-$d" python3 scripts/env_ab.py --suite "scripts/suites/xp_unaligned_$d.json" \
+      --dtype $d --rounds 2 --gpu-time --json "$OUT/xp-unaligned-$d.json" base= \
+      old=CONVT_WG_XP_UNALIGNED=1
+    python3 scripts/ab_summary.py "$OUT/xp-unaligned-$d.log" | tee -a "$SUMMARY"
+  done
 fi
 if has xp-hfull16-ab; then
   # The H-complete K step transposed in the kernel in 16-bit types too (CONVT_WG_XP_HFULL=2,

@@ -373,6 +373,17 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     return no("W phase pairs: a W stride of 2, not in split TF32");
   if (tsplit && (raw || wmerge || wpairs))
     return no("taps split: not with the input read in place, merged W phases or W phase pairs");
+  // The transposition in the kernel reads the input in place through a tensor map: a
+  // contiguous input whose rows, planes or channels are not 16-byte aligned (a row of 7
+  // floats) is copied at run time with the plan's K step, so it is planned as the copy.
+  // CONVT_WG_XP_UNALIGNED=1 (for measuring) plans the transposition whatever the input's
+  // alignment, as before.
+  if (xp_ok && wg_env_int_or("CONVT_WG_XP_UNALIGNED", 0) != 1) {
+    const TensorRef x(reinterpret_cast<void*>(std::uintptr_t(256)), p.dtype, Device::cuda(0),
+                      {p.batch, p.in_channels, p.input_size[0], p.input_size[1],
+                       p.input_size[2]});
+    xp_ok = wgmma_input_in_place(p, x);
+  }
   const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
   const Dims q = phase0_positions(p);
   int64_t tmax[3], doff[3];
