@@ -27,6 +27,7 @@
 #   bash scripts/gpu_check.sh install xp-hfull-ab   # float32 H-complete K steps transposed in the kernel, on against off (CONVT_WG_XP_HFULL)
 #   bash scripts/gpu_check.sh install xp-hfull3-ab   # the same with float32 stages given up down to two (CONVT_WG_XP_HFULL=3)
 #   bash scripts/gpu_check.sh install xp-unaligned-ab   # inputs the transposition cannot read in place planned as the copy (CONVT_WG_XP_UNALIGNED)
+#   bash scripts/gpu_check.sh install xp-rows-ab   # tiles of enough rows for the H-complete step transposed in the kernel (CONVT_WG_XP_ROWS)
 #   bash scripts/gpu_check.sh install xp-hfull16-ab   # the same in 16-bit types (CONVT_WG_XP_HFULL=2, the default) against float32 only
 #   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
 #   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
@@ -725,6 +726,24 @@ if has xp-unaligned-ab; then
       old=CONVT_WG_XP_UNALIGNED=1
     python3 scripts/ab_summary.py "$OUT/xp-unaligned-$d.log" | tee -a "$SUMMARY"
   done
+fi
+if has xp-rows-ab; then
+  # Tiles of enough rows for an H-complete K step transposed in the kernel
+  # (CONVT_WG_XP_ROWS=1) against the planner's widest tiles: the fuzzed layers whose plan it
+  # changes (scripts/suites/xp_rows_{fp32,bf16}.json, checked against PyTorch first) and
+  # kb57, GPU time.
+  for d in fp32 bf16; do
+    step "xp-rows-check-$d" env CONVT_WG_XP_ROWS=1 python3 -m convt bench \
+      --suite "scripts/suites/xp_rows_$d.json" --dtype $d --reps 1 --warmup 1 \
+      --json "$OUT/xp-rows-check-$d.json" -q
+    grep -E "geomean|error|mismatch" "$OUT/xp-rows-check-$d.log" | tail -3 | tee -a "$SUMMARY"
+    step "xp-rows-$d" python3 scripts/env_ab.py --suite "scripts/suites/xp_rows_$d.json" \
+      --dtype $d --rounds 2 --gpu-time --json "$OUT/xp-rows-$d.json" base= rows=CONVT_WG_XP_ROWS=1
+    python3 scripts/ab_summary.py "$OUT/xp-rows-$d.log" | tee -a "$SUMMARY"
+  done
+  step xp-rows-kb python3 scripts/env_ab.py --cases kb57 --dtype fp32,bf16 --rounds 2 \
+    --gpu-time --json "$OUT/xp-rows-kb.json" base= rows=CONVT_WG_XP_ROWS=1
+  tail -n 5 "$OUT/xp-rows-kb.log" | tee -a "$SUMMARY"
 fi
 if has xp-hfull16-ab; then
   # The H-complete K step transposed in the kernel in 16-bit types too (CONVT_WG_XP_HFULL=2,

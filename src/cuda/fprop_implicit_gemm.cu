@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <cstdlib>
+#include <numeric>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -356,7 +357,8 @@ static bool f32_aligned_wanted(const Problem& p, bool split) {
 
 static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw,
                                    bool wmerge, bool wpairs, bool xp_ok, int64_t n_cap,
-                                   bool coop_want, bool tsplit = false) {
+                                   bool coop_want, bool tsplit = false,
+                                   int64_t min_rows = 0) {
   auto no = [&](std::string why) {
     plan.wg = false;
     plan.wg_reason = std::move(why);
@@ -619,6 +621,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     // (Merged W phases: a row of s x wv outputs fits the buffer.)
     if (wmerge) span = std::min<int64_t>(span, wm_max_out / sw);
     if (wv_env > 0) span = std::min<int64_t>(span, wv_env);
+    // (min_rows: columns few enough for that many rows of their box in n positions.)
+    if (min_rows > 1) span = std::min<int64_t>(span, n / min_rows - (box_width(span) - span));
     if (span < 8) return 0.0;
     const int64_t seg_min = (q[2] + span - 1) / span;
     // The best layout of seg_min .. seg_min + more segments (even: pair-aligned ones only).
@@ -1231,6 +1235,28 @@ static void plan_wgmma_tile_as(const Problem& p, ImplicitGemmFpropPlan& plan, bo
     ImplicitGemmFpropPlan c = in;
     plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, 0, true, tsplit);
     if (c.wg && c.wg_coop) plan = c;
+  }
+  // Tiles of more rows where an H-complete K step transposed in the kernel then runs: the
+  // planner lays out its tiles by the positions they use, widest first, and the
+  // H-complete step takes only a box of at most twice the tile's rows, so a layer of wide
+  // rows with a 1-row tile loads each input row once per H tap (kb57: 1 row x 206 columns, 3
+  // H taps, steps of 1 H tap; with 4 rows x 54 the box is 6 rows, every H tap a step, no
+  // input copy in float32). The tile of at least (H taps - 1) x the H tap offset rows,
+  // wherever the H-complete step transposed in the kernel then plans and did not. Measured
+  // on an H100 (GPU time, against the widest tiles): 1.248x float32 / 1.319x bfloat16 over
+  // the 82 / 55 fuzzed layers it changes (scripts/suites/xp_rows_{fp32,bf16}.json; 73 / 50
+  // faster, 6 / 2 slower by more than 3%, none below 0.87x), kb57 1.21x / 1.19x.
+  // CONVT_WG_XP_ROWS=0 keeps the widest tiles.
+  if (wg_env_int_or("CONVT_WG_XP_ROWS", 1) != 0 && plan.wg && xp_ok && !tsplit && !raw &&
+      !wmerge && plan.wg_tmax[0] == 1 && plan.wg_tmax[1] > 1 &&
+      !(plan.wg_xp && plan.wg_hb >= plan.wg_tmax[1])) {
+    const int64_t doff_h = p.dilation[1] / std::gcd(p.stride[1], p.dilation[1]);
+    const int64_t need = (plan.wg_tmax[1] - 1) * doff_h;
+    if (need > plan.wg_rows) {
+      ImplicitGemmFpropPlan c = in;
+      plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, 0, coop_env == 1, tsplit, need);
+      if (c.wg && c.wg_xp && c.wg_hb >= c.wg_tmax[1]) plan = c;
+    }
   }
   const char* fill = std::getenv("CONVT_WG_FILL");
   if (!plan.wg || plan.wg_nc != 0 || wg_env_int("CONVT_WG_N") > 0 ||

@@ -1703,6 +1703,11 @@ std::vector<XpCase> xp_cases() {
   v.push_back({make_problem(2, 2, 64, 16, 1, {7, 304, 1}, {2, 3, 1}, {1, 1, 1}, {0, 1, 0},
                             {0, 0, 0}, {1, 1, 1}, true),
                true, true});
+  // Rows of 1024 outputs (kb57's shape at 8 rows): tiles of more rows than the widest for an
+  // H-complete K step (2 rows x 94 of a 4 x 96 box), split K in float32.
+  v.push_back({make_problem(2, 1, 64, 64, 1, {8, 1024, 1}, {3, 3, 1}, {1, 1, 1}, {0, 0, 0},
+                            {0, 0, 0}, {1, 1, 1}, false),
+               true, true});
   // 8 output channels, 96 input channels: K steps of 128-byte rows over boxes of several
   // rows, one row per piece in float.
   v.push_back({make_problem(2, 2, 96, 8, 1, {7, 304, 1}, {2, 3, 1}, {1, 1, 1}, {0, 1, 0},

@@ -15,6 +15,7 @@
 #include <climits>
 #include <cstdint>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <string>
@@ -1618,8 +1619,11 @@ TEST(CudaPlanner, PairAlignedLayoutsIn16BitTypes) {
     for (const Want& want : {Want{kb71, 2, 114, 116, 1, 206}, Want{kb78, 2, 114, 120, 3, 79}}) {
       const Problem c = want.p.canonical3d();
       SCOPED_TRACE(want.p.to_string());
+      // (The layout without alignment: the widest tiles, CONVT_WG_XP_ROWS=0, not those of
+      // more rows for an H-complete step transposed in the kernel.)
       auto plan_with = [&](const char* even) {
         const ScopedEnv env("CONVT_WG_EVEN", even);
+        const ScopedEnv rows("CONVT_WG_XP_ROWS", even[0] == '0' ? "0" : "1");
         return convt::cuda::plan_implicit_gemm_fprop(c, opt);
       };
       const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(c, opt);
@@ -2222,6 +2226,56 @@ TEST(CudaPlanner, Float32AlignedWgmmaWhereTheMmasPayForTheCopy) {
     EXPECT_EQ(dflt.wg_rows, 2);
     EXPECT_EQ(dflt.wg_wv, 114);
     EXPECT_EQ(dflt_what, forced_what);
+  }
+}
+
+// Tiles of more rows where an H-complete K step transposed in the kernel then runs
+// (CONVT_WG_XP_ROWS, on by default, 0: the widest tiles): a plan it changes takes at least
+// (H taps - 1) x the H tap offset rows, every H tap a K step and the transposition, which
+// the widest tile's plan did not; kb57 takes 4 rows x 54 columns for 1 x 206.
+TEST(CudaPlanner, TilesOfMoreRowsForHCompleteSteps) {
+  // (The transposition planned whatever the input's alignment, for more plans to check.)
+  const ScopedEnv unaligned("CONVT_WG_XP_UNALIGNED", "1");
+  int changed = 0;
+  for_each_drawn(20261135, {128, 128, 4, 16, 700, 4000, 5, 2, true}, 3000,
+                 [&](const Problem& p, const ExecOptions& o) {
+    const auto [rows, rows_d] = plan_under("CONVT_WG_XP_ROWS", "1", p, o);
+    const auto [wide, wide_d] = plan_under("CONVT_WG_XP_ROWS", "0", p, o);
+    EXPECT_EQ(rows_d, convt::cuda::describe_plan_without_device(p, o));
+    if (rows_d == wide_d) return;
+    ++changed;
+    ASSERT_TRUE(wide.wg) << wide_d << " -> " << rows_d;
+    if (!rows.wg) {
+      // (Fewer K steps: the dispatch's rule gives such layers the TMA kernel.)
+      EXPECT_NE(rows.wg_reason.find(" K steps: the TMA kernel is faster"), std::string::npos)
+          << rows.wg_reason;
+      return;
+    }
+    EXPECT_TRUE(rows.wg_xp) << rows_d;
+    EXPECT_EQ(rows.wg_hb, rows.wg_tmax[1]) << rows_d;
+    EXPECT_EQ(rows.wg_tmax[0], 1);
+    const int64_t doff_h = p.dilation[1] / std::gcd(p.stride[1], p.dilation[1]);
+    const int64_t need = (rows.wg_tmax[1] - 1) * doff_h;
+    EXPECT_GE(rows.wg_rows, need) << rows_d;
+    EXPECT_LT(wide.wg_rows, need) << wide_d;
+    EXPECT_FALSE(wide.wg_xp && wide.wg_hb >= wide.wg_tmax[1]) << wide_d;
+  });
+  EXPECT_GE(changed, 5);
+  Problem kb57 = convt::test::make_problem(2, 8, 64, 64, 1, {1024, 1024, 1}, {3, 3, 1},
+                                           {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    kb57.dtype = dtype;
+    const Problem c = kb57.canonical3d();
+    const ExecOptions o;
+    const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(c, o);
+    EXPECT_TRUE(dflt.wg_xp);
+    EXPECT_EQ(dflt.wg_rows, 4);
+    EXPECT_EQ(dflt.wg_wv, 54);
+    EXPECT_EQ(dflt.wg_hb, 3);
+    const auto [wide, wide_d] = plan_under("CONVT_WG_XP_ROWS", "0", c, o);
+    EXPECT_EQ(wide.wg_rows, 1) << wide_d;
+    EXPECT_EQ(wide.wg_wv, 206) << wide_d;
+    EXPECT_EQ(wide.wg_hb, 1) << wide_d;
   }
 }
 
