@@ -28,6 +28,7 @@
 #   bash scripts/gpu_check.sh install xp-hfull3-ab   # the same with float32 stages given up down to two (CONVT_WG_XP_HFULL=3)
 #   bash scripts/gpu_check.sh install xp-unaligned-ab   # inputs the transposition cannot read in place planned as the copy (CONVT_WG_XP_UNALIGNED)
 #   bash scripts/gpu_check.sh install xp-rows-ab   # tiles of enough rows for the H-complete step transposed in the kernel (CONVT_WG_XP_ROWS)
+#   bash scripts/gpu_check.sh install xp-even-ab   # the transposition over pair-aligned layouts (CONVT_WG_XP_OVER_EVEN), opt-in
 #   bash scripts/gpu_check.sh install xp-hfull16-ab   # the same in 16-bit types (CONVT_WG_XP_HFULL=2, the default) against float32 only
 #   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
 #   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
@@ -744,6 +745,23 @@ if has xp-rows-ab; then
   step xp-rows-kb python3 scripts/env_ab.py --cases kb57 --dtype fp32,bf16 --rounds 2 \
     --gpu-time --json "$OUT/xp-rows-kb.json" base= rows=CONVT_WG_XP_ROWS=1
   tail -n 5 "$OUT/xp-rows-kb.log" | tee -a "$SUMMARY"
+fi
+if has xp-even-ab; then
+  # The layout without pair alignment where it transposes the input in the kernel and the
+  # aligned one copies it (CONVT_WG_XP_OVER_EVEN=1) against the default: the fuzzed layers
+  # whose plan it changes (scripts/suites/xp_over_even_fuzz.json, checked against PyTorch
+  # first) and kb70, float32 (TF32) and bfloat16, GPU time.
+  step xp-even-check env CONVT_WG_XP_OVER_EVEN=1 python3 -m convt bench \
+    --suite scripts/suites/xp_over_even_fuzz.json --dtype fp32,bf16 --reps 1 --warmup 1 \
+    --json "$OUT/xp-even-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/xp-even-check.log" | tail -4 | tee -a "$SUMMARY"
+  step xp-even-fuzz python3 scripts/env_ab.py --suite scripts/suites/xp_over_even_fuzz.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/xp-even-fuzz.json" base= \
+    xe=CONVT_WG_XP_OVER_EVEN=1
+  python3 scripts/ab_summary.py "$OUT/xp-even-fuzz.log" | tee -a "$SUMMARY"
+  step xp-even-kb python3 scripts/env_ab.py --cases kb70 --dtype bf16 --rounds 2 --gpu-time \
+    --json "$OUT/xp-even-kb.json" base= xe=CONVT_WG_XP_OVER_EVEN=1
+  tail -n 3 "$OUT/xp-even-kb.log" | tee -a "$SUMMARY"
 fi
 if has xp-hfull16-ab; then
   # The H-complete K step transposed in the kernel in 16-bit types too (CONVT_WG_XP_HFULL=2,

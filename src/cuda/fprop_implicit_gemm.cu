@@ -358,7 +358,7 @@ static bool f32_aligned_wanted(const Problem& p, bool split) {
 static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw,
                                    bool wmerge, bool wpairs, bool xp_ok, int64_t n_cap,
                                    bool coop_want, bool tsplit = false,
-                                   int64_t min_rows = 0) {
+                                   int64_t min_rows = 0, bool no_even = false) {
   auto no = [&](std::string why) {
     plan.wg = false;
     plan.wg_reason = std::move(why);
@@ -609,7 +609,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // also change the tile's N and what follows from it (two warpgroups, the transposition
   // in the kernel, resident weight tiles).
   const int even_env = wg_env_int_or("CONVT_WG_EVEN", -1);
-  const bool even_ok = even_env != 0 &&
+  const bool even_ok = even_env != 0 && !no_even &&
                        (even_env == 1 || (e == 2 && plan.wg_wup <= 1) ||
                         f32_aligned_wanted(p, plan.split)) &&
                        p.stride[2] == 1 && p.output_size(2) % 2 == 0 && !raw && fold == 1 &&
@@ -1257,6 +1257,17 @@ static void plan_wgmma_tile_as(const Problem& p, ImplicitGemmFpropPlan& plan, bo
       plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, 0, coop_env == 1, tsplit, need);
       if (c.wg && c.wg_xp && c.wg_hb >= c.wg_tmax[1]) plan = c;
     }
+  }
+  // The transposition in the kernel over pair-aligned layouts (CONVT_WG_XP_OVER_EVEN=1,
+  // opt-in while it is measured): where the aligned layout's plan copies the input and the
+  // layout without alignment transposes it in the kernel (kb70 in bfloat16: 11 rows x 20 of
+  // a 13 x 22 box, whose 22 columns fill too little of the pieces' 32, against 5 x 49 of
+  // 7 x 51), the latter.
+  if (wg_env_int_or("CONVT_WG_XP_OVER_EVEN", 0) == 1 && plan.wg && !plan.wg_xp && xp_ok &&
+      !tsplit && !raw) {
+    ImplicitGemmFpropPlan c = in;
+    plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, 0, coop_env == 1, tsplit, 0, true);
+    if (c.wg && c.wg_xp) plan = c;
   }
   const char* fill = std::getenv("CONVT_WG_FILL");
   if (!plan.wg || plan.wg_nc != 0 || wg_env_int("CONVT_WG_N") > 0 ||

@@ -2279,6 +2279,39 @@ TEST(CudaPlanner, TilesOfMoreRowsForHCompleteSteps) {
   }
 }
 
+// The transposition in the kernel over pair-aligned layouts (CONVT_WG_XP_OVER_EVEN=1,
+// opt-in): a plan it changes copied its input on an aligned layout and transposes it in the
+// kernel on another; kb70 in bfloat16 5 rows x 49 in place of 11 x 20.
+TEST(CudaPlanner, XpOverPairAlignedLayoutsWhereAsked) {
+  int changed = 0;
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode math,
+                                                             const Plan& dflt) {
+    ExecOptions o;
+    o.math = math;
+    o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+    const std::string before = convt::cuda::describe_plan_without_device(p, o);
+    const auto [xe, xe_d] = plan_under("CONVT_WG_XP_OVER_EVEN", "1", p, o);
+    if (xe_d == before) return;
+    ++changed;
+    ASSERT_TRUE(dflt.wg && xe.wg) << before << " -> " << xe_d;
+    EXPECT_FALSE(dflt.wg_xp) << before;
+    EXPECT_TRUE(xe.wg_xp) << xe_d;
+  });
+  EXPECT_GE(changed, 1);
+  Problem kb70 = convt::test::make_problem(3, 8, 48, 24, 1, {96, 96, 96}, {3, 3, 3}, {1, 1, 1},
+                                           {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  kb70.dtype = DType::kBFloat16;
+  const Problem c = kb70.canonical3d();
+  const ExecOptions o;
+  const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(c, o);
+  EXPECT_FALSE(dflt.wg_xp);
+  EXPECT_EQ(dflt.wg_rows, 11);
+  const auto [xe, xe_d] = plan_under("CONVT_WG_XP_OVER_EVEN", "1", c, o);
+  EXPECT_TRUE(xe.wg_xp) << xe_d;
+  EXPECT_EQ(xe.wg_rows, 5) << xe_d;
+  EXPECT_EQ(xe.wg_wv, 49) << xe_d;
+}
+
 // The transposition in the kernel planned only where a contiguous input is read in place
 // (rows, planes and channels 16-byte aligned), as it runs: elsewhere the copy's plan.
 // CONVT_WG_XP_UNALIGNED=1 plans it whatever the alignment (then copied with its K step);
