@@ -184,6 +184,21 @@ void for_each_fuzzed_plan(ForwardKernel kernel, Fn fn) {
   }
 }
 
+// fn(p, dflt, dflt_text, other, other_text) for every fuzzed wgmma-kernel plan: the default
+// plan and the plan with one setting, with their descriptions.
+template <class Fn>
+void for_each_fuzzed_plan_pair(const char* name, const char* value, Fn fn) {
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode math,
+                                                             const Plan& dflt) {
+    ExecOptions o;
+    o.math = math;
+    o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+    const std::string dflt_d = convt::cuda::describe_plan_without_device(p, o);
+    const auto [other, other_d] = plan_under(name, value, p, o);
+    fn(p, dflt, dflt_d, other, other_d);
+  });
+}
+
 TEST(CudaPlanner, TmaPlansHoldTheirKernelsInvariants) {
   int tma_plans = 0, narrowed = 0, declined_wide = 0;
   for_each_fuzzed_plan(ForwardKernel::kAuto, [&](const Problem& p, MathMode math,
@@ -2284,13 +2299,9 @@ TEST(CudaPlanner, TilesOfMoreRowsForHCompleteSteps) {
 // kernel on another; kb70 in bfloat16 5 rows x 49 in place of 11 x 20.
 TEST(CudaPlanner, XpOverPairAlignedLayoutsWhereAsked) {
   int changed = 0;
-  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode math,
-                                                             const Plan& dflt) {
-    ExecOptions o;
-    o.math = math;
-    o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
-    const std::string before = convt::cuda::describe_plan_without_device(p, o);
-    const auto [xe, xe_d] = plan_under("CONVT_WG_XP_OVER_EVEN", "1", p, o);
+  for_each_fuzzed_plan_pair("CONVT_WG_XP_OVER_EVEN", "1",
+                            [&](const Problem&, const Plan& dflt, const std::string& before,
+                                const Plan& xe, const std::string& xe_d) {
     if (xe_d == before) return;
     ++changed;
     ASSERT_TRUE(dflt.wg && xe.wg) << before << " -> " << xe_d;
@@ -2318,18 +2329,14 @@ TEST(CudaPlanner, XpOverPairAlignedLayoutsWhereAsked) {
 // the plans it changes are of unaligned inputs, which it gives the transposition.
 TEST(CudaPlanner, XpOnlyWhereTheInputIsReadInPlace) {
   int changed = 0;
-  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode math,
-                                                             const Plan& dflt) {
-    ExecOptions o;
-    o.math = math;
-    o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+  for_each_fuzzed_plan_pair("CONVT_WG_XP_UNALIGNED", "1",
+                            [&](const Problem& p, const Plan& dflt, const std::string& before,
+                                const Plan& old, const std::string& old_d) {
     const TensorRef x(reinterpret_cast<void*>(std::uintptr_t(256)), p.dtype, Device::cuda(0),
                       {p.batch, p.in_channels, p.input_size[0], p.input_size[1],
                        p.input_size[2]});
     const bool in_place = convt::cuda::wgmma_input_in_place(p, x);
     if (dflt.usable && dflt.wg && dflt.wg_xp) EXPECT_TRUE(in_place) << p.to_string();
-    const std::string before = convt::cuda::describe_plan_without_device(p, o);
-    const auto [old, old_d] = plan_under("CONVT_WG_XP_UNALIGNED", "1", p, o);
     if (old_d == before && old.wg_xp == dflt.wg_xp) return;
     ++changed;
     EXPECT_FALSE(in_place) << p.to_string();
