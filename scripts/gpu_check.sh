@@ -365,12 +365,14 @@ if has dispatch-audit; then
   # argument space (scripts/suites/dispatch_audit.json: 8-128 channels a group, 1-2 groups,
   # 1-3 dimensions, strides up to 3), GPU time, one round (the kinds of layer where a forced
   # kernel wins, for rules to seek; a layer's gain is then checked with more rounds):
-  # scripts/dispatch_audit.py lists them.
-  step dispatch-audit python3 scripts/env_ab.py --suite scripts/suites/dispatch_audit.json \
+  # scripts/dispatch_audit.py lists them. AUDIT_SUITE picks another suite file, e.g.
+  # scripts/suites/dispatch_audit_any.json (the same ranges, input sizes of any value).
+  audit_suite=${AUDIT_SUITE:-scripts/suites/dispatch_audit.json}
+  step dispatch-audit python3 scripts/env_ab.py --suite "$audit_suite" \
     --dtype fp32,bf16 --rounds "${AUDIT_ROUNDS:-1}" --gpu-time base= \
     wg=CONVT_FORWARD_KERNEL=implicit_gemm_wgmma tma=CONVT_FORWARD_KERNEL=implicit_gemm_tma
   python3 scripts/dispatch_audit.py "$OUT/dispatch-audit.log" \
-    scripts/suites/dispatch_audit.json | tee "$OUT/dispatch-audit-summary.txt" |
+    "$audit_suite" | tee "$OUT/dispatch-audit-summary.txt" |
     grep -E "^[a-z0-9]+: " | tee -a "$SUMMARY"
 fi
 if has rules-ab; then

@@ -177,6 +177,37 @@ def test_few_channels_fuzz_suites_are_the_generators_output(name, tmp_path):
 
 
 
+@pytest.mark.parametrize("name", ["dispatch_audit", "dispatch_audit_any"])
+def test_dispatch_audit_suites_are_the_generators_output(name, tmp_path):
+    """scripts/suites/dispatch_audit.json (input sizes powers of two times a starting side,
+    the generator's default) and dispatch_audit_any.json (--any-sizes: sizes of any value,
+    rows that are not 16-byte aligned among them) are what scripts/fuzz_suite.py writes
+    with the command each description records, byte for byte."""
+    import shlex
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    path = root / "scripts" / "suites" / f"{name}.json"
+    suite = load_suite(path)
+    assert len(suite.cases) == 120
+    pow2 = [all(n & (n - 1) == 0 for n in c.input_size) for c in suite.cases]
+    if name.endswith("_any"):
+        assert sum(pow2) < 12, "sizes of any value: few are all powers of two"
+        assert any(c.input_size[-1] % 8 for c in suite.cases)
+    else:
+        assert all(pow2)
+    about = json.loads(path.read_text())["about"]
+    command = about.split("Written by `")[1].split("`")[0]
+    assert ("--any-sizes" in command) == name.endswith("_any")
+    args = shlex.split(command)[2:]
+    out = tmp_path / "again.json"
+    i = args.index("--out")
+    args[i + 1] = str(out)
+    subprocess.run([sys.executable, str(root / "scripts" / "fuzz_suite.py"), *args], check=True)
+    assert out.read_text().replace(str(out), f"scripts/suites/{name}.json") == path.read_text()
+
+
 F32_DRAWS = ("f32_aligned_fuzz", "f32_aligned_fuzz2", "f32_aligned_fuzz3", "f32_aligned_3d",
              "f32_aligned_3d2")
 
