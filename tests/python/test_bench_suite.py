@@ -146,6 +146,23 @@ def test_few_channels_suite_file_loads():
     assert by_id["c3_3d_s1"].output_size == (18, 34, 34)
 
 
+def regenerated(name, tmp_path):
+    """scripts/suites/NAME.json written again by scripts/fuzz_suite.py with the command its
+    description records (the output path put back as recorded)."""
+    import shlex
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    path = root / "scripts" / "suites" / f"{name}.json"
+    command = json.loads(path.read_text())["about"].split("Written by `")[1].split("`")[0]
+    args = shlex.split(command)[2:]
+    out = tmp_path / "again.json"
+    args[args.index("--out") + 1] = str(out)
+    subprocess.run([sys.executable, str(root / "scripts" / "fuzz_suite.py"), *args], check=True)
+    return out.read_text().replace(str(out), f"scripts/suites/{name}.json")
+
+
 @pytest.mark.parametrize("name", ["few_channels_fuzz", "few_channels_heldout"])
 def test_few_channels_fuzz_suites_are_the_generators_output(name, tmp_path):
     """scripts/suites/few_channels_fuzz.json and few_channels_heldout.json (24 fuzzed layers
@@ -153,10 +170,6 @@ def test_few_channels_fuzz_suites_are_the_generators_output(name, tmp_path):
     few-channel rules, the second for checking them on layers that played no part in the
     choice) are valid suite files, and scripts/fuzz_suite.py run with the command each
     description records writes it again byte for byte."""
-    import shlex
-    import subprocess
-    import sys
-
     root = Path(__file__).resolve().parents[2]
     path = root / "scripts" / "suites" / f"{name}.json"
     suite = load_suite(path)
@@ -164,16 +177,9 @@ def test_few_channels_fuzz_suites_are_the_generators_output(name, tmp_path):
     assert {c.groups for c in suite.cases} == {1}
     assert {c.dims for c in suite.cases} == {1, 2, 3}
     assert all(1 <= c.in_channels <= 7 and 3 <= c.out_channels <= 64 for c in suite.cases)
-    about = json.loads(path.read_text())["about"]
-    command = about.split("Written by `")[1].split("`")[0]
+    command = json.loads(path.read_text())["about"].split("Written by `")[1].split("`")[0]
     assert command.endswith(f"--out scripts/suites/{name}.json")
-    args = shlex.split(command)[2:]
-    out = tmp_path / "again.json"
-    i = args.index("--out")
-    args[i + 1] = str(out)
-    subprocess.run([sys.executable, str(root / "scripts" / "fuzz_suite.py"), *args], check=True)
-    # (The description records the command with the original path.)
-    assert out.read_text().replace(str(out), f"scripts/suites/{name}.json") == path.read_text()
+    assert regenerated(name, tmp_path) == path.read_text()
 
 
 
@@ -183,10 +189,6 @@ def test_dispatch_audit_suites_are_the_generators_output(name, tmp_path):
     the generator's default) and dispatch_audit_any.json (--any-sizes: sizes of any value,
     rows that are not 16-byte aligned among them) are what scripts/fuzz_suite.py writes
     with the command each description records, byte for byte."""
-    import shlex
-    import subprocess
-    import sys
-
     root = Path(__file__).resolve().parents[2]
     path = root / "scripts" / "suites" / f"{name}.json"
     suite = load_suite(path)
@@ -197,15 +199,9 @@ def test_dispatch_audit_suites_are_the_generators_output(name, tmp_path):
         assert any(c.input_size[-1] % 8 for c in suite.cases)
     else:
         assert all(pow2)
-    about = json.loads(path.read_text())["about"]
-    command = about.split("Written by `")[1].split("`")[0]
+    command = json.loads(path.read_text())["about"].split("Written by `")[1].split("`")[0]
     assert ("--any-sizes" in command) == name.endswith("_any")
-    args = shlex.split(command)[2:]
-    out = tmp_path / "again.json"
-    i = args.index("--out")
-    args[i + 1] = str(out)
-    subprocess.run([sys.executable, str(root / "scripts" / "fuzz_suite.py"), *args], check=True)
-    assert out.read_text().replace(str(out), f"scripts/suites/{name}.json") == path.read_text()
+    assert regenerated(name, tmp_path) == path.read_text()
 
 
 F32_DRAWS = ("f32_aligned_fuzz", "f32_aligned_fuzz2", "f32_aligned_fuzz3", "f32_aligned_3d",
