@@ -29,6 +29,7 @@
 #   bash scripts/gpu_check.sh install xp-unaligned-ab   # inputs the transposition cannot read in place planned as the copy (CONVT_WG_XP_UNALIGNED)
 #   bash scripts/gpu_check.sh install xp-rows-ab   # tiles of enough rows for the H-complete step transposed in the kernel (CONVT_WG_XP_ROWS)
 #   bash scripts/gpu_check.sh install xp-even-ab   # the transposition over pair-aligned layouts (CONVT_WG_XP_OVER_EVEN), opt-in
+#   bash scripts/gpu_check.sh build install sc-segs-ab   # scattered W taps in segments of long rows (CONVT_WG_SC_SEGS), opt-in
 #   bash scripts/gpu_check.sh install xp-hfull16-ab   # the same in 16-bit types (CONVT_WG_XP_HFULL=2, the default) against float32 only
 #   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
 #   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
@@ -764,6 +765,31 @@ if has xp-even-ab; then
   step xp-even-kb python3 scripts/env_ab.py --cases kb70 --dtype bf16 --rounds 2 --gpu-time \
     --json "$OUT/xp-even-kb.json" base= xe=CONVT_WG_XP_OVER_EVEN=1
   tail -n 3 "$OUT/xp-even-kb.log" | tee -a "$SUMMARY"
+fi
+if has sc-segs-ab; then
+  # Scattered W taps in segments of long rows (CONVT_WG_SC_SEGS=1, opt-in) against the
+  # default, where those layers leave the wgmma kernel for the TMA kernel, and against the
+  # wgmma kernel without scattering (CONVT_WG_SCATTER=0): its tests and sanitizers, then the
+  # fuzzed layers it changes (scripts/suites/sc_segs_fuzz.json, checked against PyTorch
+  # first), float32 (TF32) and bfloat16, GPU time.
+  if [ -x "$BUILD/tests/cpp/convt_test_cuda" ]; then
+    step sc-segs-test "$BUILD/tests/cpp/convt_test_cuda" \
+      --gtest_filter='*WgmmaScatterSegs*:*WgmmaScatter.*'
+    grep -E "PASSED|FAILED" "$OUT/sc-segs-test.log" | tail -3 | tee -a "$SUMMARY"
+    for tool in memcheck racecheck initcheck; do
+      step "sc-segs-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
+        --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaScatterSegs*'
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sc-segs-$tool.log" | tail -3 | tee -a "$SUMMARY"
+    done
+  fi
+  step sc-segs-check env CONVT_WG_SC_SEGS=1 python3 -m convt bench \
+    --suite scripts/suites/sc_segs_fuzz.json --dtype fp32,bf16 --reps 1 --warmup 1 \
+    --json "$OUT/sc-segs-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/sc-segs-check.log" | tail -4 | tee -a "$SUMMARY"
+  step sc-segs-fuzz python3 scripts/env_ab.py --suite scripts/suites/sc_segs_fuzz.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/sc-segs-fuzz.json" base= \
+    segs=CONVT_WG_SC_SEGS=1 nosc=CONVT_WG_SCATTER=0
+  python3 scripts/ab_summary.py "$OUT/sc-segs-fuzz.log" | tee -a "$SUMMARY"
 fi
 if has xp-hfull16-ab; then
   # The H-complete K step transposed in the kernel in 16-bit types too (CONVT_WG_XP_HFULL=2,

@@ -509,6 +509,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   const int64_t sw = p.stride[2];
   int64_t sc_clo = 0, sc_max_out = 0;
   bool scatter = false;
+  const bool sc_segs = wg_env_int_or("CONVT_WG_SC_SEGS", 0) == 1;
   {
     // Measured on an H200 (docs/kernels.md, 10 runs a side, against the dispatch without
     // it): 1.04x-1.68x in float32 and bfloat16 on six generator-like layers (64 -> 3 with
@@ -618,8 +619,12 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   auto layout = [&](int64_t n, int64_t* wv_out, int64_t* rows_out) {
     // (Reading in place: up to 3 more columns for the rounding to 4.)
     int64_t span = n - halo_w - 2 * raw_lead;
-    // (Merged W phases: a row of s x wv outputs fits the buffer.)
+    // (Merged W phases: a row of s x wv outputs fits the buffer. Scattered W taps with
+    // CONVT_WG_SC_SEGS=1, opt-in while it is measured: a row of s x wv output columns fits
+    // the staging area, so that long rows, a 1-D layer's, are cut into segments that do;
+    // without it such rows leave no tile, and the layer the wgmma kernel.)
     if (wmerge) span = std::min<int64_t>(span, wm_max_out / sw);
+    if (scatter && sc_segs) span = std::min<int64_t>(span, sc_max_out / sw);
     if (wv_env > 0) span = std::min<int64_t>(span, wv_env);
     // (min_rows: columns few enough for that many rows of their box in n positions.)
     if (min_rows > 1) span = std::min<int64_t>(span, n / min_rows - (box_width(span) - span));

@@ -2223,6 +2223,23 @@ TEST_P(CudaWgmmaScatter, MatchesFloat64Oracle) {
                    });
 }
 
+// Scattered W taps on rows too long for any segment count the layout scans
+// (CONVT_WG_SC_SEGS=1, opt-in): segments of at most the staging area's output columns.
+// Without it such a layer leaves the wgmma kernel.
+TEST(CudaWgmmaScatterSegs, LongRowsInSegmentsWhereAsked) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const ScopedEnv env("CONVT_WG_SCATTER", "1");
+  const ScopedEnv segs("CONVT_WG_SC_SEGS", "1");
+  const Case c{make_problem(1, 2, 24, 8, 1, {13403, 1, 1}, {4, 1, 1}, {3, 1, 1}, {1, 0, 0},
+                            {1, 0, 0}, {1, 1, 1}, true),
+               Layout::kContiguous};
+  check_wgmma_case(c, 104729u, [](const Precision& precision, bool split, const std::string& what) {
+    EXPECT_EQ(what.find("W taps scattered") != std::string::npos, !split)
+        << precision.name << ": " << what;
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaScatter,
                          ::testing::Range(0, static_cast<int>(scatter_case_list().size()),
                                           quick_mode() ? 3 : 1),

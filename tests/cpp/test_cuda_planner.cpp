@@ -2294,6 +2294,34 @@ TEST(CudaPlanner, TilesOfMoreRowsForHCompleteSteps) {
   }
 }
 
+// Scattered W taps on rows longer than the segments the layout scans fit
+// (CONVT_WG_SC_SEGS=1, opt-in): a 1-D layer of 13403 columns at stride 3 leaves the wgmma
+// kernel without it ("the W taps' input window leaves no tile") and scatters with it, in
+// segments whose s x wv output columns fit the staging area.
+TEST(CudaPlanner, ScatteredTapsInSegmentsOfLongRowsWhereAsked) {
+  // (72 input channels: a reduction per column of 64 or more, where the planner scatters.)
+  Problem p = convt::test::make_problem(1, 2, 72, 8, 1, {13403, 1, 1}, {4, 1, 1}, {3, 1, 1},
+                                        {1, 0, 0}, {1, 0, 0}, {1, 1, 1}, true);
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    p.dtype = dtype;
+    const Problem c = p.canonical3d();
+    ExecOptions o;
+    o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+    const ScopedEnv fill("CONVT_WG_FILL", "0");
+    const Plan without = convt::cuda::plan_implicit_gemm_fprop(c, o);
+    EXPECT_FALSE(without.wg);
+    EXPECT_NE(without.wg_reason.find("the W taps' input window leaves no tile"),
+              std::string::npos)
+        << without.wg_reason;
+    const auto [with, with_d] = plan_under("CONVT_WG_SC_SEGS", "1", c, o);
+    ASSERT_TRUE(with.wg) << with.wg_reason;
+    EXPECT_TRUE(with.wg_scatter) << with_d;
+    // (The staging area's output columns for 8 channels: ((wg::kEpiBytes / 4 - 128) / 8 - 4)
+    // rounded down to 32, 544.)
+    EXPECT_LE(3 * with.wg_wv, 544) << with_d;
+  }
+}
+
 // The transposition in the kernel over pair-aligned layouts (CONVT_WG_XP_OVER_EVEN=1,
 // opt-in): a plan it changes copied its input on an aligned layout and transposes it in the
 // kernel on another; kb70 in bfloat16 5 rows x 49 in place of 11 x 20.
