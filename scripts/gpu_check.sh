@@ -121,6 +121,20 @@ model_suites_ab() {
   done
 }
 
+# draw_ab NAME SUITE DTYPES VAR=VALUE[,VAR=VALUE...]: a fuzzed draw checked against PyTorch
+# under the setting (NAME-check), then timed under the default and the setting (GPU time,
+# two rounds; NAME-fuzz, summarised by scripts/ab_summary.py). More settings after the
+# first are timed too (NAME=VAR=VALUE... each, as scripts/env_ab.py takes them).
+draw_ab() {
+  local name=$1 suite=$2 dtypes=$3 setting=$4; shift 4
+  step "$name-check" env ${setting//,/ } python3 -m convt bench --suite "$suite" \
+    --dtype "$dtypes" --reps 1 --warmup 1 --json "$OUT/$name-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/$name-check.log" | tail -4 | tee -a "$SUMMARY"
+  step "$name-fuzz" python3 scripts/env_ab.py --suite "$suite" --dtype "$dtypes" --rounds 2 \
+    --gpu-time --json "$OUT/$name-fuzz.json" base= "new=$setting" "$@"
+  python3 scripts/ab_summary.py "$OUT/$name-fuzz.log" | tee -a "$SUMMARY"
+}
+
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   nvcc --version | tail -1
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())"
@@ -754,14 +768,7 @@ if has xp-even-ab; then
   # aligned one copies it (CONVT_WG_XP_OVER_EVEN=1) against the default: the fuzzed layers
   # whose plan it changes (scripts/suites/xp_over_even_fuzz.json, checked against PyTorch
   # first) and kb70, float32 (TF32) and bfloat16, GPU time.
-  step xp-even-check env CONVT_WG_XP_OVER_EVEN=1 python3 -m convt bench \
-    --suite scripts/suites/xp_over_even_fuzz.json --dtype fp32,bf16 --reps 1 --warmup 1 \
-    --json "$OUT/xp-even-check.json" -q
-  grep -E "geomean|error|mismatch" "$OUT/xp-even-check.log" | tail -4 | tee -a "$SUMMARY"
-  step xp-even-fuzz python3 scripts/env_ab.py --suite scripts/suites/xp_over_even_fuzz.json \
-    --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/xp-even-fuzz.json" base= \
-    xe=CONVT_WG_XP_OVER_EVEN=1
-  python3 scripts/ab_summary.py "$OUT/xp-even-fuzz.log" | tee -a "$SUMMARY"
+  draw_ab xp-even scripts/suites/xp_over_even_fuzz.json fp32,bf16 CONVT_WG_XP_OVER_EVEN=1
   step xp-even-kb python3 scripts/env_ab.py --cases kb70 --dtype bf16 --rounds 2 --gpu-time \
     --json "$OUT/xp-even-kb.json" base= xe=CONVT_WG_XP_OVER_EVEN=1
   tail -n 3 "$OUT/xp-even-kb.log" | tee -a "$SUMMARY"
@@ -782,14 +789,8 @@ if has sc-segs-ab; then
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sc-segs-$tool.log" | tail -3 | tee -a "$SUMMARY"
     done
   fi
-  step sc-segs-check env CONVT_WG_SC_SEGS=1 python3 -m convt bench \
-    --suite scripts/suites/sc_segs_fuzz.json --dtype fp32,bf16 --reps 1 --warmup 1 \
-    --json "$OUT/sc-segs-check.json" -q
-  grep -E "geomean|error|mismatch" "$OUT/sc-segs-check.log" | tail -4 | tee -a "$SUMMARY"
-  step sc-segs-fuzz python3 scripts/env_ab.py --suite scripts/suites/sc_segs_fuzz.json \
-    --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/sc-segs-fuzz.json" base= \
-    segs=CONVT_WG_SC_SEGS=1 nosc=CONVT_WG_SCATTER=0
-  python3 scripts/ab_summary.py "$OUT/sc-segs-fuzz.log" | tee -a "$SUMMARY"
+  draw_ab sc-segs scripts/suites/sc_segs_fuzz.json fp32,bf16 CONVT_WG_SC_SEGS=1 \
+    nosc=CONVT_WG_SCATTER=0
 fi
 if has xp-hfull16-ab; then
   # The H-complete K step transposed in the kernel in 16-bit types too (CONVT_WG_XP_HFULL=2,
