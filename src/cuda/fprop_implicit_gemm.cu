@@ -928,9 +928,9 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   };
   // In float32 as TF32, where the K step leaves out some H taps, a step of every H tap with
   // a channel block down to 32 bytes where the input transposed in the kernel (below) then
-  // runs (stages: see the end of this comment): the transposition keeps up in float only where each input
-  // element is transposed once per tile, so an H-complete step is what removes the input
-  // copy, which reads and writes the whole input once more. kb71 in float32 (32 -> 32
+  // runs (its stages: see the end of this comment): the transposition keeps up in float
+  // only where each input element is transposed once per tile, so an H-complete step is
+  // what removes the input copy, which reads and writes the whole input once more. kb71 in float32 (32 -> 32
   // channels, 3 x 3, 512 x 1024): 32 channels x 1 H tap with the copy -> 8 x 3 transposed in
   // the kernel. Measured on an H100 (docs/kernels.md, "The input transposed in the kernel",
   // GPU time, against the copy): 1.15x over the 49 fuzzed layers it changes in
