@@ -926,21 +926,20 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     const int64_t left = stage_budget - stages * plan.wg_stage_bytes - wg::kXpMetaBytes - 1024;
     return std::min<int64_t>({left / piece, ring_cap, int64_t(wg::kXpMaxPieces)});
   };
-  // In float32 as TF32, where the K step leaves out some H taps, a step of every H tap with
-  // a channel block down to 32 bytes where the input transposed in the kernel (below) then
-  // runs (its stages: see the end of this comment): the transposition keeps up in float
-  // only where each input element is transposed once per tile, so an H-complete step is
-  // what removes the input copy, which reads and writes the whole input once more. kb71 in float32 (32 -> 32
-  // channels, 3 x 3, 512 x 1024): 32 channels x 1 H tap with the copy -> 8 x 3 transposed in
-  // the kernel. Measured on an H100 (docs/kernels.md, "The input transposed in the kernel",
-  // GPU time, against the copy): 1.15x over the 49 fuzzed layers it changes in
-  // scripts/suites/xp_hfull_fuzz.json (34 faster, 8 slower by more than 3%), 1.146x over the
-  // 59 of a draw made after (xp_hfull_fuzz2.json; 42 faster, 10 slower), kb71 1.30x, the
-  // models suite unchanged. Two warpgroups with the copy, where the planner takes them, stay
-  // (plan_wgmma_tile). Only where the step's box holds at most twice the tile's rows: each
-  // input row is transposed by as many tiles as the box has rows per tile row, and over
-  // both draws the layers of at most 2 ran 1.23x and 1.27x (58 of 64 faster, one slower),
-  // those of more 1.03x and 0.99x (18 of 44 faster, 17 slower); a third draw made after
+  // In float32 as TF32, where the K step leaves out some H taps, a step of every H tap with a
+  // channel block down to 32 bytes where the input transposed in the kernel (below) then runs (its
+  // stages: see the end of this comment): the transposition keeps up in float only where each input
+  // element is transposed once per tile, so an H-complete step is what removes the input copy,
+  // which reads and writes the whole input once more. kb71 in float32 (32 -> 32 channels, 3 x 3,
+  // 512 x 1024): 32 channels x 1 H tap with the copy -> 8 x 3 transposed in the kernel. Measured on
+  // an H100 (docs/kernels.md, "The input transposed in the kernel", GPU time, against the copy):
+  // 1.15x over the 49 fuzzed layers it changes in scripts/suites/xp_hfull_fuzz.json (34 faster, 8
+  // slower by more than 3%), 1.146x over the 59 of a draw made after (xp_hfull_fuzz2.json; 42
+  // faster, 10 slower), kb71 1.30x, the models suite unchanged. Two warpgroups with the copy, where
+  // the planner takes them, stay (plan_wgmma_tile). Only where the step's box holds at most twice
+  // the tile's rows: each input row is transposed by as many tiles as the box has rows per tile
+  // row, and over both draws the layers of at most 2 ran 1.23x and 1.27x (58 of 64 faster, one
+  // slower), those of more 1.03x and 0.99x (18 of 44 faster, 17 slower); a third draw made after
   // the bound (xp_hfull_fuzz3.json, 39 layers) ran 1.25x (37 faster, 1 slower).
   // In 16-bit types too, where the transposition runs with H-incomplete steps and so
   // transposes each input row once per H tap step: kb71 in bfloat16 32 channels x 1 H tap
