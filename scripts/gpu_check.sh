@@ -30,6 +30,9 @@
 #   bash scripts/gpu_check.sh install xp-rows-ab   # tiles of enough rows for the H-complete step transposed in the kernel (CONVT_WG_XP_ROWS)
 #   bash scripts/gpu_check.sh install xp-even-ab   # the transposition over pair-aligned layouts (CONVT_WG_XP_OVER_EVEN), opt-in
 #   bash scripts/gpu_check.sh build install sc-segs-ab   # scattered W taps in segments of long rows (CONVT_WG_SC_SEGS), opt-in
+#   bash scripts/gpu_check.sh build install sc-segs2-ab   # the same with a staging area grown up to twice the default (CONVT_WG_SC_SEGS=2)
+#   bash scripts/gpu_check.sh install sc-wup-ab   # both of those defaults against as before, held-out layers and the model suites
+#   bash scripts/gpu_check.sh install wup-ab   # zeros inserted along W against without, by input / output bytes (CONVT_WG_WUP=0)
 #   bash scripts/gpu_check.sh install xp-hfull16-ab   # the same in 16-bit types (CONVT_WG_XP_HFULL=2, the default) against float32 only
 #   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
 #   bash scripts/gpu_check.sh install xp-ring-ab   # the in-kernel transposition's supply (CONVT_WG_XP_EARLY, CONVT_WG_XP_RING)
@@ -774,9 +777,10 @@ if has xp-even-ab; then
   tail -n 3 "$OUT/xp-even-kb.log" | tee -a "$SUMMARY"
 fi
 if has sc-segs-ab; then
-  # Scattered W taps in segments of long rows (CONVT_WG_SC_SEGS=1, opt-in) against the
-  # default, where those layers leave the wgmma kernel for the TMA kernel, and against the
-  # wgmma kernel without scattering (CONVT_WG_SCATTER=0): its tests and sanitizers, then the
+  # Scattered W taps in segments of long rows within the default staging area
+  # (CONVT_WG_SC_SEGS=1) against the default (=0 before 2026-11-28: those layers left the
+  # wgmma kernel for the TMA kernel; =2 since), and against the wgmma kernel without
+  # scattering (CONVT_WG_SCATTER=0): its tests and sanitizers, then the
   # fuzzed layers it changes (scripts/suites/sc_segs_fuzz.json, checked against PyTorch
   # first), float32 (TF32) and bfloat16, GPU time.
   if [ -x "$BUILD/tests/cpp/convt_test_cuda" ]; then
@@ -791,6 +795,55 @@ if has sc-segs-ab; then
   fi
   draw_ab sc-segs scripts/suites/sc_segs_fuzz.json fp32,bf16 CONVT_WG_SC_SEGS=1 \
     nosc=CONVT_WG_SCATTER=0
+fi
+if has sc-segs2-ab; then
+  # Scattered W taps with a staging area grown up to twice the default, taken from the
+  # stages (CONVT_WG_SC_SEGS=2, the default since 2026-11-28; measured as an opt-in against
+  # =0): long rows in segments of a whole tile, and more rows a tile. Its tests and
+  # sanitizers (the scatter tests under it too), then the fuzzed layers whose plan it changes
+  # (scripts/suites/sc_segs2_fuzz.json, checked against PyTorch first) against the default
+  # and =1, and the earlier draw (sc_segs_fuzz.json) under both, float32 (TF32) and
+  # bfloat16, GPU time. (With =2 the default, run it with CONVT_WG_SC_SEGS=0 exported.)
+  if [ -x "$BUILD/tests/cpp/convt_test_cuda" ]; then
+    step sc-segs2-test env CONVT_WG_SC_SEGS=2 "$BUILD/tests/cpp/convt_test_cuda" \
+      --gtest_filter='*WgmmaScatterSegs*:*WgmmaScatter.*'
+    grep -E "PASSED|FAILED" "$OUT/sc-segs2-test.log" | tail -3 | tee -a "$SUMMARY"
+    step sc-segs2-planner "$BUILD/tests/cpp/convt_test_cuda_planner" --gtest_filter='*Scatter*'
+    grep -E "PASSED|FAILED" "$OUT/sc-segs2-planner.log" | tail -3 | tee -a "$SUMMARY"
+    for tool in memcheck racecheck initcheck; do
+      step "sc-segs2-$tool" env CONVT_TEST_QUICK=1 CONVT_WG_SC_SEGS=2 compute-sanitizer \
+        --tool "$tool" --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" \
+        --gtest_filter='*WgmmaScatterSegs*:*WgmmaScatter.*'
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sc-segs2-$tool.log" | tail -3 | tee -a "$SUMMARY"
+    done
+  fi
+  draw_ab sc-segs2 scripts/suites/sc_segs2_fuzz.json fp32,bf16 CONVT_WG_SC_SEGS=2 \
+    s1=CONVT_WG_SC_SEGS=1
+  step sc-segs2-old python3 scripts/env_ab.py --suite scripts/suites/sc_segs_fuzz.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/sc-segs2-old.json" base= \
+    s2=CONVT_WG_SC_SEGS=2
+  python3 scripts/ab_summary.py "$OUT/sc-segs2-old.log" | tee -a "$SUMMARY"
+fi
+if has wup-ab; then
+  # Zeros inserted along W against the plans without them (CONVT_WG_WUP=0): fuzzed layers
+  # planned with the zeros, drawn by s x input elements / output elements
+  # (scripts/suites/wup_fuzz.json, checked against PyTorch first), float32 (TF32) and
+  # bfloat16, GPU time.
+  draw_ab wup scripts/suites/wup_fuzz.json fp32,bf16 CONVT_WG_WUP=0
+fi
+if has sc-wup-ab; then
+  # The scattered W taps' grown staging area and the limits on zeros along W (the defaults)
+  # against both as before (CONVT_WG_SC_SEGS=0,CONVT_WG_WUP=2): the held-out fuzzed layers
+  # whose plan they change (scripts/suites/sc_wup_heldout.json, checked against PyTorch
+  # first) and the model suites, float32 (TF32) and bfloat16, GPU time.
+  step sc-wup-check python3 -m convt bench --suite scripts/suites/sc_wup_heldout.json \
+    --dtype fp32,bf16 --reps 1 --warmup 1 -q
+  grep -E "geomean|error|mismatch" "$OUT/sc-wup-check.log" | tail -4 | tee -a "$SUMMARY"
+  step sc-wup-heldout python3 scripts/env_ab.py --suite scripts/suites/sc_wup_heldout.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/sc-wup-heldout.json" base= \
+    prev=CONVT_WG_SC_SEGS=0,CONVT_WG_WUP=2
+  python3 scripts/ab_summary.py "$OUT/sc-wup-heldout.log" | tee -a "$SUMMARY"
+  model_suites_ab sc-wup prev=CONVT_WG_SC_SEGS=0,CONVT_WG_WUP=2
 fi
 if has xp-hfull16-ab; then
   # The H-complete K step transposed in the kernel in 16-bit types too (CONVT_WG_XP_HFULL=2,

@@ -509,7 +509,17 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   const int64_t sw = p.stride[2];
   int64_t sc_clo = 0, sc_max_out = 0;
   bool scatter = false;
-  const bool sc_segs = wg_env_int_or("CONVT_WG_SC_SEGS", 0) == 1;
+  // Scattered W taps keep a tile's outputs in the staging area, grown up to twice its size
+  // where they need it (the growth taken from the stages); long rows, a 1-D layer's, are
+  // cut into segments that fit it (see layout). Measured on an H100 (docs/kernels.md,
+  // "Scattered W taps in a grown staging area", GPU time) over 100 fuzzed layers whose plan
+  // this changes (scripts/suites/sc_segs2_fuzz.json): 1.46x in float32, 1.43x in bfloat16
+  // (1 and 4 slower by more than 3%), most of them layers that left the wgmma kernel or
+  // tiles of fewer rows. CONVT_WG_SC_SEGS=0 keeps the default area and no segments (before
+  // 2026-11-28), =1 segments within the default area.
+  const int sc_segs_env = wg_env_int_or("CONVT_WG_SC_SEGS", 2);
+  const bool sc_segs = sc_segs_env == 1 || sc_segs_env == 2;
+  const int64_t sc_area = sc_segs_env == 2 ? 2 * int64_t(wg::kEpiBytes) : int64_t(wg::kEpiBytes);
   {
     // Measured on an H200 (docs/kernels.md, 10 runs a side, against the dispatch without
     // it): 1.04x-1.68x in float32 and bfloat16 on six generator-like layers (64 -> 3 with
@@ -535,7 +545,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
           }
         // Output columns of a tile's rows: nc x (rows x sc_wo rounded up to 32, + 4) floats
         // and a slot per consumer thread fit the staging area.
-        sc_max_out = ((wg::kEpiBytes / 4 - 128) / nc - 4) / 32 * 32;
+        // (Up to sc_area bytes: see epi_bytes below.)
+        sc_max_out = ((sc_area / 4 - 128) / nc - 4) / 32 * 32;
       }
     }
   }
@@ -619,10 +630,10 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   auto layout = [&](int64_t n, int64_t* wv_out, int64_t* rows_out) {
     // (Reading in place: up to 3 more columns for the rounding to 4.)
     int64_t span = n - halo_w - 2 * raw_lead;
-    // (Merged W phases: a row of s x wv outputs fits the buffer. Scattered W taps with
-    // CONVT_WG_SC_SEGS=1, opt-in while it is measured: a row of s x wv output columns fits
-    // the staging area, so that long rows, a 1-D layer's, are cut into segments that do;
-    // without it such rows leave no tile, and the layer the wgmma kernel.)
+    // (Merged W phases: a row of s x wv outputs fits the buffer. Scattered W taps: a row of
+    // s x wv output columns fits the staging area, so that long rows, a 1-D layer's, are
+    // cut into segments that do; with CONVT_WG_SC_SEGS=0 such rows leave no tile, and the
+    // layer the wgmma kernel.)
     if (wmerge) span = std::min<int64_t>(span, wm_max_out / sw);
     if (scatter && sc_segs) span = std::min<int64_t>(span, sc_max_out / sw);
     if (wv_env > 0) span = std::min<int64_t>(span, wv_env);
@@ -722,9 +733,13 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // position-major tiles (where it outgrows it), after it for channel-major tiles (whose
   // epilogue stages the accumulators there first).
   const int64_t wm_bytes = wmerge ? round_up((cw * best_rows * sw * best_wv + 128) * e, 128) : 0;
-  const int64_t epi_bytes = !wmerge ? int64_t(wg::kEpiBytes)
-                            : nc > 0 ? std::max<int64_t>(wg::kEpiBytes, wm_bytes)
-                                     : wg::kEpiBytes + wm_bytes;
+  // Scattered W taps: their sums, [nc][rows x sc_wo rounded up to 32, + 4] floats, and a
+  // slot per consumer thread (up to twice the default area, see sc_area).
+  const int64_t sc_bytes =
+      scatter ? round_up((nc * (round_up(best_rows * sw * best_wv, 32) + 4) + 128) * 4, 128) : 0;
+  const int64_t epi_bytes = wmerge ? (nc > 0 ? std::max<int64_t>(wg::kEpiBytes, wm_bytes)
+                                             : wg::kEpiBytes + wm_bytes)
+                                   : std::max<int64_t>(wg::kEpiBytes, sc_bytes);
   const bool two_wg = coop || coop_n;
   const int64_t stage_budget = (two_wg ? wg::kCoopStageBudget : wg::kStageBudget) -
                                (epi_bytes - wg::kEpiBytes) * (two_wg ? 2 : 1);
@@ -1263,10 +1278,11 @@ static void plan_wgmma_tile_as(const Problem& p, ImplicitGemmFpropPlan& plan, bo
     }
   }
   // The transposition in the kernel over pair-aligned layouts (CONVT_WG_XP_OVER_EVEN=1,
-  // opt-in while it is measured): where the aligned layout's plan copies the input and the
-  // layout without alignment transposes it in the kernel (kb70 in bfloat16: 11 rows x 20 of
-  // a 13 x 22 box, whose 22 columns fill too little of the pieces' 32, against 5 x 49 of
-  // 7 x 51), the latter.
+  // opt-in): where the aligned layout's plan copies the input and the layout without
+  // alignment transposes it in the kernel (kb70 in bfloat16: 11 rows x 20 of a 13 x 22 box,
+  // whose 22 columns fill too little of the pieces' 32, against 5 x 49 of 7 x 51), the
+  // latter. Measured slower on an H100 (docs/kernels.md): kb70 in bfloat16 0.89x, 0.99x and
+  // 1.02x over 82 fuzzed layers it changes (float32, bfloat16).
   if (wg_env_int_or("CONVT_WG_XP_OVER_EVEN", 0) == 1 && plan.wg && !plan.wg_xp && xp_ok &&
       !tsplit && !raw) {
     ImplicitGemmFpropPlan c = in;
@@ -1580,7 +1596,8 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
   // sector writes for 2.6e7 sectors of output, L2 85% busy). Where the problem stays
   // memory-bound with s times the MMAs, the kernel runs it with zeros inserted along W
   // instead (W stride 1, whole output rows per tile; ImplicitGemmFpropPlan::wg_wup).
-  // CONVT_WG_WUP=0 turns that off, CONVT_WG_WUP=1 asks for it wherever W is strided.
+  // CONVT_WG_WUP=0 turns that off, CONVT_WG_WUP=1 asks for it wherever W is strided, =2
+  // without the limits below on the input's size and the W phase pairs.
   if (opt.forward_kernel == ForwardKernel::kAuto ||
       opt.forward_kernel == ForwardKernel::kImplicitGemmWgmma) {
     const std::size_t mma_workspace = plan.workspace_bytes;
@@ -1656,6 +1673,26 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
             p.dtype == DType::kFloat32 && (p.input_size[0] > 1 || p.kernel_size[0] > 1);
         const bool narrow_pairs = p.stride[2] == 2 && cog <= 32 && !plan.split && wm_env != 0;
         const bool keep_phases = one_tap_each && (!float_3d || narrow_pairs);
+        // (Nor where the copy with the zeros outweighs the output: it writes s times the
+        // input and the kernel reads that back, where the layer's own tiles read the input
+        // once and store the output by phases. Nor with a W stride of 2 where the W phase
+        // pairs can run: they store whole rows as the zeros do, without twice the MMAs and
+        // the larger copy. Measured on an H100 (docs/kernels.md, "Zeros along W against the
+        // input's size", GPU time, against CONVT_WG_WUP=0) over 70 fuzzed layers planned with
+        // the zeros, drawn by s x input elements / output elements: where that is 2 or more
+        // the layers ran 1.51x (float32) and 1.30x (bfloat16) faster without the zeros (28
+        // layers, 2 and 1 slower by more than 3%); below 1 they were 0.40x-1.5x, kb75 (0.25)
+        // and kb81 (0.10) among them; stride 2 with the pairs 1.26x-1.93x in both types.
+        // CONVT_WG_WUP=2 takes the zeros without these two limits, as before 2026-11-28.)
+        const bool zeros_outweigh =
+            wup_env != 2 && double(p.stride[2]) * double(p.input_numel()) >=
+                                2.0 * double(p.output_numel());
+        bool pairs_instead = false;
+        if (wup_env != 2 && p.stride[2] == 2 && wm_env != 0 && !plan.split) {
+          ImplicitGemmFpropPlan m = plan;
+          plan_wgmma_tile(p, m, false, false, true);
+          pairs_instead = m.wg && m.wg_used >= up.wg_used;
+        }
         if (up.wg && (wup_env == 1 ||
                       (!keep_phases && memory_bound_with_w_zeros(p, plan.split, up.wg_nc)))) {
           // With a W stride of 2 on channel-major tiles, the W phase pairs (below) store
@@ -1673,7 +1710,7 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
               pairs_for_zeros = true;
             }
           }
-          if (!pairs_for_zeros) {
+          if (!pairs_for_zeros && (wup_env == 1 || (!zeros_outweigh && !pairs_instead))) {
             plan = up;
             plan.wg_wup = int(p.stride[2]);
             plan.wg_copy_fused = false;  // (the copy inserts the zeros)

@@ -2223,21 +2223,35 @@ TEST_P(CudaWgmmaScatter, MatchesFloat64Oracle) {
                    });
 }
 
-// Scattered W taps on rows too long for any segment count the layout scans
-// (CONVT_WG_SC_SEGS=1, opt-in): segments of at most the staging area's output columns.
-// Without it such a layer leaves the wgmma kernel.
-TEST(CudaWgmmaScatterSegs, LongRowsInSegmentsWhereAsked) {
+// Scattered W taps on rows too long for any segment count the layout scans: segments of at
+// most the default staging area's output columns (CONVT_WG_SC_SEGS=1), or of a staging area
+// grown up to twice the default, taken from the stages (=2, the default). Without segments
+// (=0) such a layer leaves the wgmma kernel. 8 channels at stride 3 and 16 at stride 2 (whose
+// 256-position tile with 2 W taps a phase outgrows the default area's 544 and 224 output
+// columns).
+TEST(CudaWgmmaScatterSegs, LongRowsInSegments) {
   const std::string reason = wgmma_unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << reason;
   const ScopedEnv env("CONVT_WG_SCATTER", "1");
-  const ScopedEnv segs("CONVT_WG_SC_SEGS", "1");
-  const Case c{make_problem(1, 2, 24, 8, 1, {13403, 1, 1}, {4, 1, 1}, {3, 1, 1}, {1, 0, 0},
-                            {1, 0, 0}, {1, 1, 1}, true),
-               Layout::kContiguous};
-  check_wgmma_case(c, 104729u, [](const Precision& precision, bool split, const std::string& what) {
-    EXPECT_EQ(what.find("W taps scattered") != std::string::npos, !split)
-        << precision.name << ": " << what;
-  });
+  const std::vector<Case> cases = {
+      {make_problem(1, 2, 24, 8, 1, {13403, 1, 1}, {4, 1, 1}, {3, 1, 1}, {1, 0, 0}, {1, 0, 0},
+                    {1, 1, 1}, true),
+       Layout::kContiguous},
+      {make_problem(1, 2, 40, 16, 1, {5003, 1, 1}, {4, 1, 1}, {2, 1, 1}, {1, 0, 0}, {1, 0, 0},
+                    {1, 1, 1}, true),
+       Layout::kContiguous}};
+  uint64_t seed = 104729u;
+  for (const char* segs_value : {"1", "2"}) {
+    const ScopedEnv segs("CONVT_WG_SC_SEGS", segs_value);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string("CONVT_WG_SC_SEGS=") + segs_value);
+      check_wgmma_case(c, seed++, [](const Precision& precision, bool split,
+                                     const std::string& what) {
+        EXPECT_EQ(what.find("W taps scattered") != std::string::npos, !split)
+            << precision.name << ": " << what;
+      });
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaScatter,

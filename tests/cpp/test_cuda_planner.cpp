@@ -1106,6 +1106,33 @@ TEST(CudaPlanner, ZerosAlongWOnlyWhereAWPhaseHasNoTapOrSeveral) {
   EXPECT_TRUE(!s79.wg_wpairs && (!s79.wg || s79.wg_wup == 2)) << s79.describe();
 }
 
+// Zeros inserted along W: not where s x the input's elements are twice the output's or more
+// (the copy with the zeros outweighs the output), nor with a W stride of 2 where the W phase
+// pairs can run; CONVT_WG_WUP=2 takes them there as before. Fuzzed layers of
+// scripts/suites/wup_fuzz.json: 86 -> 40 (1-D, 7192 columns, k4 s3: 2.15 x the output) and
+// 22 -> 11 (2-D 98 x 32, k 1 x 5, s 3 x 2: 0.67).
+TEST(CudaPlanner, ZerosAlongWNotWhereTheInputOutweighsOrThePairsRun) {
+  ExecOptions opt;
+  const Problem heavy = convt::test::make_problem(1, 64, 86, 40, 1, {7192, 1, 1}, {4, 1, 1},
+                                                  {3, 1, 1}, {1, 0, 0}, {2, 0, 0}, {1, 1, 1}, true);
+  const Problem paired = convt::test::make_problem(2, 128, 22, 11, 1, {98, 32, 1}, {1, 5, 1},
+                                                   {3, 2, 1}, {0, 2, 0}, {1, 1, 0}, {1, 1, 1}, false);
+  EXPECT_GE(3.0 * double(heavy.input_numel()), 2.0 * double(heavy.output_numel()));
+  EXPECT_LT(2.0 * double(paired.input_numel()), 2.0 * double(paired.output_numel()));
+  for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    for (const Problem* q : {&heavy, &paired}) {
+      Problem p = *q;
+      p.dtype = t;
+      const Problem c = p.canonical3d();
+      const Plan plan = convt::cuda::plan_implicit_gemm_fprop(c, opt);
+      const auto [before, before_d] = plan_under("CONVT_WG_WUP", "2", c, opt);
+      EXPECT_TRUE(before.wg && before.wg_wup == int(c.stride[2])) << before_d;
+      EXPECT_EQ(plan.wg_wup, 1) << plan.describe();
+      if (q == &paired) EXPECT_TRUE(plan.wg && plan.wg_wpairs) << plan.describe();
+    }
+  }
+}
+
 // Stacked planes whose single plane would use little of the tile go to the TMA kernel where
 // its W segments are at least half full, but not with a reduction of 2048 or more per phase
 // (float32 as TF32 and 16-bit types): WaveGAN's 1024 -> 512 (kernel 25, stride 4, 16
@@ -1548,7 +1575,10 @@ TEST(CudaPlanner, ScatteredWTapsCoverTheirOutputsAndFitTheStaging) {
     EXPECT_LE(hi - lo + 1, plan.wg_wbox);
     EXPECT_LE(plan.wg_rows * plan.wg_wbox, plan.wg_n);
     const int64_t pitch = (plan.wg_rows * wo + 31) / 32 * 32 + 4;
-    EXPECT_LE((plan.wg_nc * pitch + 128) * 4, 18432);
+    // (The sums and a slot per consumer thread fit the plan's staging area, which grows up
+    // to twice the default 18432 bytes for them.)
+    EXPECT_LE((plan.wg_nc * pitch + 128) * 4, plan.wg_epi_bytes);
+    EXPECT_LE(plan.wg_epi_bytes, 2 * 18432);
   });
   setenv("CONVT_WG_SCATTER", "0", 1);
   EXPECT_GT(scattered, 10);
@@ -2294,11 +2324,13 @@ TEST(CudaPlanner, TilesOfMoreRowsForHCompleteSteps) {
   }
 }
 
-// Scattered W taps on rows longer than the segments the layout scans fit
-// (CONVT_WG_SC_SEGS=1, opt-in): a 1-D layer of 13403 columns at stride 3 leaves the wgmma
-// kernel without it ("the W taps' input window leaves no tile") and scatters with it, in
-// segments whose s x wv output columns fit the staging area.
-TEST(CudaPlanner, ScatteredTapsInSegmentsOfLongRowsWhereAsked) {
+// Scattered W taps on rows longer than the segments the layout scans fit: a 1-D layer of
+// 13403 columns at stride 3 leaves the wgmma kernel without segments (CONVT_WG_SC_SEGS=0:
+// "the W taps' input window leaves no tile") and scatters with them, in segments whose
+// s x wv output columns fit the default staging area (=1) or one grown up to twice it (=2,
+// the default).
+TEST(CudaPlanner, ScatteredTapsInSegmentsOfLongRows) {
+  constexpr int kDefaultStaging = 18432;  // (the wgmma kernel's staging area, wg::kEpiBytes)
   // (72 input channels: a reduction per column of 64 or more, where the planner scatters.)
   Problem p = convt::test::make_problem(1, 2, 72, 8, 1, {13403, 1, 1}, {4, 1, 1}, {3, 1, 1},
                                         {1, 0, 0}, {1, 0, 0}, {1, 1, 1}, true);
@@ -2308,8 +2340,8 @@ TEST(CudaPlanner, ScatteredTapsInSegmentsOfLongRowsWhereAsked) {
     ExecOptions o;
     o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
     const ScopedEnv fill("CONVT_WG_FILL", "0");
-    const Plan without = convt::cuda::plan_implicit_gemm_fprop(c, o);
-    EXPECT_FALSE(without.wg);
+    const auto [without, without_d] = plan_under("CONVT_WG_SC_SEGS", "0", c, o);
+    EXPECT_FALSE(without.wg) << without_d;
     EXPECT_NE(without.wg_reason.find("the W taps' input window leaves no tile"),
               std::string::npos)
         << without.wg_reason;
@@ -2319,6 +2351,18 @@ TEST(CudaPlanner, ScatteredTapsInSegmentsOfLongRowsWhereAsked) {
     // (The staging area's output columns for 8 channels: ((wg::kEpiBytes / 4 - 128) / 8 - 4)
     // rounded down to 32, 544.)
     EXPECT_LE(3 * with.wg_wv, 544) << with_d;
+    EXPECT_EQ(with.wg_epi_bytes, kDefaultStaging) << with_d;
+    // (=2: an area of up to twice the default, 1120 output columns, taken from the stages:
+    // here segments of a whole 256-position tile, 253 columns and their 3 of halo.)
+    const auto [grown, grown_d] = plan_under("CONVT_WG_SC_SEGS", "2", c, o);
+    EXPECT_EQ(grown_d, convt::cuda::describe_plan_without_device(c, o));  // (the default)
+    ASSERT_TRUE(grown.wg) << grown.wg_reason;
+    EXPECT_TRUE(grown.wg_scatter) << grown_d;
+    EXPECT_GT(3 * grown.wg_wv, 544) << grown_d;
+    EXPECT_LE(3 * grown.wg_wv, 1120) << grown_d;
+    EXPECT_GT(grown.wg_epi_bytes, kDefaultStaging) << grown_d;
+    EXPECT_LE(grown.wg_epi_bytes, 2 * kDefaultStaging) << grown_d;
+    EXPECT_GT(grown.wg_used, with.wg_used) << grown_d;
   }
 }
 
