@@ -32,6 +32,7 @@
 #   bash scripts/gpu_check.sh build install sc-segs-ab   # scattered W taps in segments of long rows (CONVT_WG_SC_SEGS), opt-in
 #   bash scripts/gpu_check.sh build install sc-segs2-ab   # the same with a staging area grown up to twice the default (CONVT_WG_SC_SEGS=2)
 #   bash scripts/gpu_check.sh install sc-wup-ab   # both of those defaults against as before, held-out layers and the model suites
+#   bash scripts/gpu_check.sh install sc-xp-ab   # the W phase pairs transposed in the kernel over scattered W taps (CONVT_WG_SC_XP), opt-in
 #   bash scripts/gpu_check.sh install wup-ab   # zeros inserted along W against without, by input / output bytes (CONVT_WG_WUP=0)
 #   bash scripts/gpu_check.sh install xp-hfull16-ab   # the same in 16-bit types (CONVT_WG_XP_HFULL=2, the default) against float32 only
 #   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
@@ -844,6 +845,12 @@ if has sc-wup-ab; then
     prev=CONVT_WG_SC_SEGS=0,CONVT_WG_WUP=2
   python3 scripts/ab_summary.py "$OUT/sc-wup-heldout.log" | tee -a "$SUMMARY"
   model_suites_ab sc-wup prev=CONVT_WG_SC_SEGS=0,CONVT_WG_WUP=2
+fi
+if has sc-xp-ab; then
+  # The W phase pairs transposed in the kernel kept over scattered W taps on the copy
+  # (CONVT_WG_SC_XP=1, opt-in) against the default: the fuzzed layers whose plan it changes
+  # (scripts/suites/sc_xp_fuzz.json, bfloat16 only, checked against PyTorch first), GPU time.
+  draw_ab sc-xp scripts/suites/sc_xp_fuzz.json bf16 CONVT_WG_SC_XP=1
 fi
 if has xp-hfull16-ab; then
   # The H-complete K step transposed in the kernel in 16-bit types too (CONVT_WG_XP_HFULL=2,

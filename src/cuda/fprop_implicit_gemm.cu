@@ -1622,9 +1622,21 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
     }
     if (p.stride[2] > 1 && !merged) {
       // Scattered W taps, where the planner takes them, run before zeros inserted along W.
+      // (CONVT_WG_SC_XP=1, opt-in while it is measured: not where the W phase pairs would
+      // transpose the input in the kernel and the scattered tiles read the copy; measured on
+      // an H100, docs/kernels.md, bfloat16 1-D layers of kernel 2 or 4 and stride 2 with
+      // 114-120 input and 12-15 output channels a group ran 0.60x-0.69x scattered, others of
+      // that kind 1.06x-1.35x.)
       ImplicitGemmFpropPlan sc = plan;
       plan_wgmma_tile(p, sc);
-      if (sc.wg && sc.wg_scatter) {
+      bool pairs_xp = false;
+      if (sc.wg && sc.wg_scatter && !sc.wg_xp && p.stride[2] == 2 && wm_env != 0 &&
+          wg_env_int("CONVT_WG_SC_XP") == 1) {
+        ImplicitGemmFpropPlan m = plan;
+        plan_wgmma_tile(p, m, false, false, true);
+        pairs_xp = m.wg && m.wg_xp;
+      }
+      if (sc.wg && sc.wg_scatter && !pairs_xp) {
         plan = sc;
         scattered = true;
       }

@@ -2366,6 +2366,28 @@ TEST(CudaPlanner, ScatteredTapsInSegmentsOfLongRows) {
   }
 }
 
+// The W phase pairs transposed in the kernel kept over scattered W taps on the copy
+// (CONVT_WG_SC_XP=1, opt-in): a bfloat16 1-D layer of 114 -> 13 channels, kernel 2, stride
+// 2 (scripts/suites/sc_segs_fuzz.json), scatters by default and runs the pairs with it; the
+// float32 plan (the pairs there read the copy too) stays.
+TEST(CudaPlanner, PairsTransposedInTheKernelOverScatteredTapsWhereAsked) {
+  Problem p = convt::test::make_problem(1, 8, 114, 13, 1, {131072, 1, 1}, {2, 1, 1}, {2, 1, 1},
+                                        {1, 0, 0}, {0, 0, 0}, {1, 1, 1}, true);
+  ExecOptions o;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    p.dtype = dtype;
+    const Problem c = p.canonical3d();
+    const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(c, o);
+    EXPECT_TRUE(dflt.wg && dflt.wg_scatter && !dflt.wg_xp) << dflt.describe();
+    const auto [kept, kept_d] = plan_under("CONVT_WG_SC_XP", "1", c, o);
+    EXPECT_TRUE(kept.wg && kept.wg_wpairs && kept.wg_xp && !kept.wg_scatter) << kept_d;
+  }
+  p.dtype = DType::kFloat32;
+  const Problem c = p.canonical3d();
+  EXPECT_EQ(plan_under("CONVT_WG_SC_XP", "1", c, o).text,
+            convt::cuda::describe_plan_without_device(c, o));
+}
+
 // The transposition in the kernel over pair-aligned layouts (CONVT_WG_XP_OVER_EVEN=1,
 // opt-in): a plan it changes copied its input on an aligned layout and transposes it in the
 // kernel on another; kb70 in bfloat16 5 rows x 49 in place of 11 x 20.
