@@ -33,6 +33,7 @@
 #   bash scripts/gpu_check.sh build install sc-segs2-ab   # the same with a staging area grown up to twice the default (CONVT_WG_SC_SEGS=2)
 #   bash scripts/gpu_check.sh install sc-wup-ab   # both of those defaults against as before, held-out layers and the model suites
 #   bash scripts/gpu_check.sh install sc-xp-ab   # the W phase pairs transposed in the kernel over scattered W taps (CONVT_WG_SC_XP), opt-in
+#   bash scripts/gpu_check.sh build install wprobe   # the weight tiles' L2 traffic's cost: KernelBench under CONVT_WG_WREUSE=2 (a probe, wrong results)
 #   bash scripts/gpu_check.sh install wup-ab   # zeros inserted along W against without, by input / output bytes (CONVT_WG_WUP=0)
 #   bash scripts/gpu_check.sh install xp-hfull16-ab   # the same in 16-bit types (CONVT_WG_XP_HFULL=2, the default) against float32 only
 #   bash scripts/gpu_check.sh install volumes-ab   # volumes on wgmma whatever the reduction (CONVT_WG_VOLUMES)
@@ -851,6 +852,15 @@ if has sc-xp-ab; then
   # (CONVT_WG_SC_XP=1, opt-in) against the default: the fuzzed layers whose plan it changes
   # (scripts/suites/sc_xp_fuzz.json, bfloat16 only, checked against PyTorch first), GPU time.
   draw_ab sc-xp scripts/suites/sc_xp_fuzz.json bf16 CONVT_WG_SC_XP=1
+fi
+if has wprobe; then
+  # What the weight tiles' traffic from L2 costs the wgmma kernel: the KernelBench cases
+  # timed as they run and under the measuring probe CONVT_WG_WREUSE=2, which never copies a
+  # stage's weight tiles twice (wrong results, timing only: an upper bound of resident
+  # weights' gain), float32 (TF32) and bfloat16, GPU time.
+  step wprobe python3 scripts/env_ab.py --suite kernelbench --dtype fp32,bf16 --rounds 2 \
+    --gpu-time --json "$OUT/wprobe.json" base= probe=CONVT_WG_WREUSE=2
+  python3 scripts/ab_summary.py "$OUT/wprobe.log" | tee -a "$SUMMARY"
 fi
 if has xp-hfull16-ab; then
   # The H-complete K step transposed in the kernel in 16-bit types too (CONVT_WG_XP_HFULL=2,

@@ -765,10 +765,12 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   {
     // K steps keep the weight tiles their stage still holds (Params::w_reuse): where the
     // planner made them resident; CONVT_WG_WREUSE=0 or =1 turns the check off or on
-    // everywhere (tests).
+    // everywhere (tests), =2 is the measuring probe that never copies a stage's weight tiles
+    // twice (wrong results: timing only).
     const char* wr = std::getenv("CONVT_WG_WREUSE");
-    fp.w_reuse = wr != nullptr && (wr[0] == '0' || wr[0] == '1') ? wr[0] - '0'
-                                                                 : int(plan.wg_w_resident);
+    fp.w_reuse = wr != nullptr && (wr[0] == '0' || wr[0] == '1' || wr[0] == '2')
+                     ? wr[0] - '0'
+                     : int(plan.wg_w_resident);
   }
   const std::size_t smem = wgmma_shared_bytes(plan);
   if (xp) {

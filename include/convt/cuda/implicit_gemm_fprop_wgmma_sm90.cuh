@@ -383,7 +383,10 @@ struct Params {
   int xp_early;
   // 1: a K step whose stage still holds its weight tiles (the stage's last K step copied the
   // same ones: the next tile's same step, where the tile's K steps divide the stages and
-  // both tiles have one group, channel tile and phase) does not copy them again.
+  // both tiles have one group, channel tile and phase) does not copy them again. 2 (a
+  // measuring probe, wrong results): a K step keeps whatever weight tiles of its length its
+  // stage holds, so that no weight tile is copied twice: the time without the weight tiles'
+  // traffic from L2, an upper bound of what resident weights could give.
   int w_reuse;
   // The input copied by the copier warps while the tiles run (has_copier kernels; no copy
   // kernel ran): fused 1, the input x (N, C, D, H, W, each sample's D x H x W positions
@@ -2182,7 +2185,8 @@ __global__ void __launch_bounds__(block_threads(kXp,
             // (Params::w_reuse: the stage's weight tiles are the ones this step needs.)
             bool w_kept = false;
             if (p.w_reuse) {
-              w_kept = hd->w_src == wt && hd->w_len == int64_t(wbytes);
+              w_kept = (p.w_reuse == 2 ? hd->w_src >= 0 : hd->w_src == wt) &&
+                       hd->w_len == int64_t(wbytes);
               hd->w_src = wt;
               hd->w_len = wbytes;
             }
