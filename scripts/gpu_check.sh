@@ -854,12 +854,14 @@ if has sc-xp-ab; then
   draw_ab sc-xp scripts/suites/sc_xp_fuzz.json bf16 CONVT_WG_SC_XP=1
 fi
 if has wprobe; then
-  # What the weight tiles' traffic from L2 costs the wgmma kernel: the KernelBench cases
-  # timed as they run and under the measuring probe CONVT_WG_WREUSE=2, which never copies a
-  # stage's weight tiles twice (wrong results, timing only: an upper bound of resident
-  # weights' gain), float32 (TF32) and bfloat16, GPU time.
+  # What the traffic from L2 costs the wgmma kernel: the KernelBench cases timed as they
+  # run and under the measuring probes CONVT_WG_WREUSE=2 (no stage copies its weight tiles
+  # twice), CONVT_WG_BOXPROBE=1 (nor its box) and both (wrong results, timing only: upper
+  # bounds of what resident weights or fewer box bytes could give), float32 (TF32) and
+  # bfloat16, GPU time.
   step wprobe python3 scripts/env_ab.py --suite kernelbench --dtype fp32,bf16 --rounds 2 \
-    --gpu-time --json "$OUT/wprobe.json" base= probe=CONVT_WG_WREUSE=2
+    --gpu-time --json "$OUT/wprobe.json" base= probe=CONVT_WG_WREUSE=2 \
+    box=CONVT_WG_BOXPROBE=1 both=CONVT_WG_WREUSE=2,CONVT_WG_BOXPROBE=1
   python3 scripts/ab_summary.py "$OUT/wprobe.log" | tee -a "$SUMMARY"
 fi
 if has xp-hfull16-ab; then

@@ -771,6 +771,10 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     fp.w_reuse = wr != nullptr && (wr[0] == '0' || wr[0] == '1' || wr[0] == '2')
                      ? wr[0] - '0'
                      : int(plan.wg_w_resident);
+    // CONVT_WG_BOXPROBE=1: the measuring probe that never copies a stage's box twice (wrong
+    // results: timing only; Params::box_probe).
+    const char* bp = std::getenv("CONVT_WG_BOXPROBE");
+    fp.box_probe = bp != nullptr && bp[0] == '1' ? 1 : 0;
   }
   const std::size_t smem = wgmma_shared_bytes(plan);
   if (xp) {

@@ -388,6 +388,10 @@ struct Params {
   // stage holds, so that no weight tile is copied twice: the time without the weight tiles'
   // traffic from L2, an upper bound of what resident weights could give.
   int w_reuse;
+  // 1 (a measuring probe, wrong results; not with the input transposed in the kernel): once
+  // each stage has received a box, no K step copies its box again: the time without the
+  // boxes' traffic from L2.
+  int box_probe;
   // The input copied by the copier warps while the tiles run (has_copier kernels; no copy
   // kernel ran): fused 1, the input x (N, C, D, H, W, each sample's D x H x W positions
   // contiguous; in[] its D, H, W), the copy xt, copy_counter (zero at launch) handing out
@@ -1977,6 +1981,8 @@ __global__ void __launch_bounds__(block_threads(kXp,
     // (Params::fused: the chunks of positions last found copied, as ranges of (n G + g) and
     // of chunks.)
     int64_t ok_ng0 = -1, ok_ng1 = -2, ok_c0 = 0, ok_c1 = -1;
+    // (Params::box_probe: the stages still to receive their first box.)
+    int box_probe_left = p.stages;
     for (;;) {
       const int t = next;
       if (t >= p.tiles) break;
@@ -2193,7 +2199,10 @@ __global__ void __launch_bounds__(block_threads(kXp,
             const uint32_t wcopy = w_kept ? 0u : wbytes;
             // (kXp: the box comes from the transposer, only the weight tiles by copy.)
             // (coop_n: two boxes, one set of weight tiles.)
-            const uint32_t nbox = CG == 2 && p.coop_n ? 2u : 1u;
+            // (Params::box_probe: no box once every stage has had one.)
+            const bool box_skip = !kXp && p.box_probe && box_probe_left == 0;
+            if (!kXp && p.box_probe && box_probe_left > 0) --box_probe_left;
+            const uint32_t nbox = box_skip ? 0u : CG == 2 && p.coop_n ? 2u : 1u;
             mbar_arrive_expect_tx(full, kXp ? wcopy
                                             : (nbox * uint32_t(p.box_bytes) + uint32_t(cgw) * wcopy) *
                                                   (kSplit ? 2u : 1u));
@@ -2207,6 +2216,8 @@ __global__ void __launch_bounds__(block_threads(kXp,
             const uint32_t box = smem_addr(st);
             if constexpr (kXp) {
               if (!p.xp_early) xp_load_pieces(w0, h0, d0);
+            } else if (box_skip) {
+              // (Params::box_probe: the stage keeps the box it holds.)
             } else if constexpr (kRaw) {
               const int w0a = w0 & ~3;  // 16 bytes of floats (rounds negative columns down too)
               hd->wsh = w0 - w0a;
@@ -2239,7 +2250,8 @@ __global__ void __launch_bounds__(block_threads(kXp,
             }
             if constexpr (kSplit) {
               // (Stacked samples: the residual copies are samples batch .. 2 batch - 1.)
-              if (p.stack_n)
+              if (box_skip) {
+              } else if (p.stack_n)
                 tma_load_5d(box + p.xs_off, &map, full, 0, w0, h0, p.batch + n, g * p.cblocks + cb);
               else
                 tma_load_5d(box + p.xs_off, &map, full, 0, w0, h0, d0, p.split_ngc + ngc0 + cb);
