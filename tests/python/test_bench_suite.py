@@ -574,3 +574,63 @@ def test_scale_down_stops_when_output_would_be_empty():
     small = scale_down(case, 1000)
     assert small.input_size == (4,)
     assert small.output_size == (2,)
+
+
+# The pools of the draws that measured the scattered W taps' grown staging area and the
+# limits on zeros along W (docs/kernels.md), by seed: scripts/fuzz_suite.py's arguments.
+_NARROW = ["--in-channels", "4-128", "--out-channels", "1-16", "--groups", "1-2",
+           "--max-kernel", "7", "--max-stride", "3", "--count", "3000", "--any-sizes"]
+_WIDE = ["--any-sizes", "--in-channels", "4-256", "--out-channels", "4-256", "--groups", "1-2",
+         "--dims", "1,2,2,3", "--count", "3000"]
+_POOLS = {4881: _WIDE + ["--seed", "4881"],
+          4890: _NARROW + ["--dims", "1,1,2", "--seed", "4890"],
+          4891: _NARROW + ["--dims", "1,2,2,3", "--seed", "4891"],
+          4893: _NARROW + ["--dims", "1,1,2,3", "--seed", "4893"],
+          4894: _WIDE + ["--seed", "4894"]}
+
+
+@pytest.mark.parametrize("name,count,seeds", [("sc_segs2_fuzz", 100, (4890, 4891)),
+                                              ("wup_fuzz", 70, (4881,)),
+                                              ("sc_wup_heldout", 110, (4893, 4894)),
+                                              ("sc_xp_fuzz", 115, (4890, 4891, 4893))])
+def test_multi_pool_draws_are_layers_of_their_pools(tmp_path, name, count, seeds):
+    """scripts/suites/sc_segs2_fuzz.json, wup_fuzz.json, sc_wup_heldout.json and
+    sc_xp_fuzz.json hold only layers of the pools their descriptions name, each case id the
+    pool's seed and the pool's own id, unchanged; no two cases share an id."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    path = root / "scripts" / "suites" / f"{name}.json"
+    suite = load_suite(path)
+    about = json.loads(path.read_text())["about"]
+    assert len(suite.cases) == count and len(set(suite.ids())) == count
+    pools = {}
+    for seed in seeds:
+        assert f"--seed {seed}" in about
+        out = tmp_path / f"pool{seed}.json"
+        subprocess.run([sys.executable, str(root / "scripts" / "fuzz_suite.py"), *_POOLS[seed],
+                        "--out", str(out)], check=True)
+        pools[seed] = {c.id: c for c in load_suite(out).cases}
+    for c in suite.cases:
+        prefix, own = c.id.split("_", 1)
+        seed = int(prefix[1:])
+        assert seed in seeds, c.id
+        expected = pools[seed][own]
+        assert (c.dims, c.batch, c.in_channels, c.out_channels, c.groups, tuple(c.input_size),
+                c.kernel_size, c.stride, c.padding, c.output_padding, c.dilation, c.bias) == (
+            expected.dims, expected.batch, expected.in_channels, expected.out_channels,
+            expected.groups, tuple(expected.input_size), expected.kernel_size, expected.stride,
+            expected.padding, expected.output_padding, expected.dilation, expected.bias), c.id
+
+
+def test_held_out_draw_shares_no_layer_with_the_draws_the_rules_were_chosen_on():
+    """scripts/suites/sc_wup_heldout.json shares no layer with sc_segs_fuzz.json,
+    sc_segs2_fuzz.json or wup_fuzz.json."""
+    root = Path(__file__).resolve().parents[2] / "scripts" / "suites"
+    def key(c):
+        return (c.dims, c.batch, c.in_channels, c.out_channels, c.groups, tuple(c.input_size),
+                c.kernel_size, c.stride, c.padding, c.output_padding, c.dilation)
+    held = {key(c) for c in load_suite(root / "sc_wup_heldout.json").cases}
+    for name in ("sc_segs_fuzz", "sc_segs2_fuzz", "wup_fuzz"):
+        assert not held & {key(c) for c in load_suite(root / f"{name}.json").cases}, name
