@@ -32,7 +32,10 @@
 #   bash scripts/gpu_check.sh build install sc-segs-ab   # scattered W taps in segments of long rows (CONVT_WG_SC_SEGS), opt-in
 #   bash scripts/gpu_check.sh build install sc-segs2-ab   # the same with a staging area grown up to twice the default (CONVT_WG_SC_SEGS=2)
 #   bash scripts/gpu_check.sh install sc-wup-ab   # both of those defaults against as before, held-out layers and the model suites
-#   bash scripts/gpu_check.sh install sc-xp-ab   # the W phase pairs transposed in the kernel over scattered W taps (CONVT_WG_SC_XP), opt-in
+#   bash scripts/gpu_check.sh install sc-xp-ab   # the W phase pairs transposed in the kernel over scattered W taps (CONVT_WG_SC_XP=1: whatever their boxes)
+#   bash scripts/gpu_check.sh install sc-xp-held-ab   # those pairs where their boxes are few (the default) against scattered taps, held-out layers
+#   bash scripts/gpu_check.sh install volume-sparse-ab   # 3-D layers declined for the wgmma tile's dropped positions, against it forced
+#   bash scripts/gpu_check.sh install volume-held-ab   # sparse volumes on the wgmma kernel (the default) against the rules of planes, held-out layers
 #   bash scripts/gpu_check.sh build install wprobe   # the weight tiles' L2 traffic's cost: KernelBench under CONVT_WG_WREUSE=2 (a probe, wrong results)
 #   bash scripts/gpu_check.sh install wup-ab   # zeros inserted along W against without, by input / output bytes (CONVT_WG_WUP=0)
 #   bash scripts/gpu_check.sh install xp-hfull16-ab   # the same in 16-bit types (CONVT_WG_XP_HFULL=2, the default) against float32 only
@@ -848,10 +851,45 @@ if has sc-wup-ab; then
   model_suites_ab sc-wup prev=CONVT_WG_SC_SEGS=0,CONVT_WG_WUP=2
 fi
 if has sc-xp-ab; then
-  # The W phase pairs transposed in the kernel kept over scattered W taps on the copy
-  # (CONVT_WG_SC_XP=1, opt-in) against the default: the fuzzed layers whose plan it changes
-  # (scripts/suites/sc_xp_fuzz.json, bfloat16 only, checked against PyTorch first), GPU time.
+  # The W phase pairs transposed in the kernel taken over scattered W taps on the copy
+  # whatever their boxes (CONVT_WG_SC_XP=1) against the default: the fuzzed layers where the
+  # pairs can take over (scripts/suites/sc_xp_fuzz.json, drawn when the default was the
+  # scattered taps everywhere; bfloat16 only, checked against PyTorch first), GPU time.
   draw_ab sc-xp scripts/suites/sc_xp_fuzz.json bf16 CONVT_WG_SC_XP=1
+fi
+if has sc-xp-held-ab; then
+  # The W phase pairs transposed in the kernel taken over scattered W taps where their boxes
+  # hold at most 4x the input's bytes (the default) against the scattered taps
+  # (CONVT_WG_SC_XP=0), on layers drawn after that rule was set
+  # (scripts/suites/sc_xp_heldout.json, bfloat16): checked against PyTorch as the default
+  # plans them, then GPU time.
+  step sc-xp-held-check python3 -m convt bench --suite scripts/suites/sc_xp_heldout.json \
+    --dtype bf16 --reps 1 --warmup 1 --json "$OUT/sc-xp-held-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/sc-xp-held-check.log" | tail -4 | tee -a "$SUMMARY"
+  step sc-xp-held-fuzz python3 scripts/env_ab.py --suite scripts/suites/sc_xp_heldout.json \
+    --dtype bf16 --rounds 2 --gpu-time --json "$OUT/sc-xp-held-fuzz.json" base= \
+    scattered=CONVT_WG_SC_XP=0
+  python3 scripts/ab_summary.py "$OUT/sc-xp-held-fuzz.log" | tee -a "$SUMMARY"
+fi
+if has volume-sparse-ab; then
+  # 3-D layers the dispatch gives another kernel because the wgmma tile would compute few of
+  # its positions for outputs (scripts/suites/volume_sparse_fuzz.json), against the wgmma
+  # kernel forced: checked against PyTorch on it, then GPU time, float32 (TF32) and bfloat16.
+  draw_ab volume-sparse scripts/suites/volume_sparse_fuzz.json fp32,bf16 \
+    CONVT_FORWARD_KERNEL=implicit_gemm_wgmma
+fi
+if has volume-held-ab; then
+  # Volumes on the wgmma kernel down to tiles of 18% used and whatever one stacked plane
+  # fills (the default) against the rules of planes (CONVT_WG_VOLUME_USED=0), on layers
+  # drawn after that rule was set (scripts/suites/volume_sparse_heldout.json): checked
+  # against PyTorch as the default plans them, then GPU time, float32 (TF32) and bfloat16.
+  step volume-held-check python3 -m convt bench --suite scripts/suites/volume_sparse_heldout.json \
+    --dtype fp32,bf16 --reps 1 --warmup 1 --json "$OUT/volume-held-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/volume-held-check.log" | tail -4 | tee -a "$SUMMARY"
+  step volume-held-fuzz python3 scripts/env_ab.py --suite scripts/suites/volume_sparse_heldout.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/volume-held-fuzz.json" base= \
+    planes=CONVT_WG_VOLUME_USED=0
+  python3 scripts/ab_summary.py "$OUT/volume-held-fuzz.log" | tee -a "$SUMMARY"
 fi
 if has wprobe; then
   # What the traffic from L2 costs the wgmma kernel: the KernelBench cases timed as they

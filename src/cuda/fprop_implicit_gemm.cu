@@ -1453,7 +1453,8 @@ std::size_t wgmma_max_shared_bytes(const ImplicitGemmFpropPlan& plan) {
 // at 13% were 1.6x-1.9x slower than it (H200, before planes stacked). Not in strict float32,
 // whose split TF32 triples the MMAs of the dropped positions: the same layer 0.583 -> 0.653
 // ms stacked (H100).
-static constexpr double kWgmmaMinUsed = 0.35, kWgmmaMinUsedStacked = 0.2;
+static constexpr double kWgmmaMinUsed = 0.35, kWgmmaMinUsedStacked = 0.2,
+                        kWgmmaMinUsedVolume = 0.18;
 
 namespace {
 
@@ -1621,20 +1622,29 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
       }
     }
     if (p.stride[2] > 1 && !merged) {
-      // Scattered W taps, where the planner takes them, run before zeros inserted along W.
-      // (CONVT_WG_SC_XP=1, opt-in while it is measured: not where the W phase pairs would
-      // transpose the input in the kernel and the scattered tiles read the copy; measured on
-      // an H100, docs/kernels.md, bfloat16 1-D layers of kernel 2 or 4 and stride 2 with
-      // 114-120 input and 12-15 output channels a group ran 0.60x-0.69x scattered, others of
-      // that kind 1.06x-1.35x.)
+      // Scattered W taps, where the planner takes them, run before zeros inserted along W,
+      // except with a W stride of 2 where the W phase pairs would transpose the input in the
+      // kernel (the scattered tiles read the copy) and their boxes hold at most 4x the
+      // input's bytes: the transposition then costs less than the copy it saves (a read and
+      // a write of the input). Measured on an H100 (docs/kernels.md, "W phase pairs
+      // transposed in the kernel over scattered W taps"), bfloat16, the pairs against the
+      // scattered taps over 115 fuzzed layers: boxes of 2.0-2.8x the input (every 1-D
+      // layer) 1.33x, 4 of 68 slower (0.87x-0.96x); of 4-15x (2-D) both ways, 0.59x-2.2x;
+      // of 18x or more (3-D, many H taps) 0.65x. On 72 layers drawn after, the rule 1.36x
+      // faster than the scattered taps. CONVT_WG_SC_XP=0 keeps the scattered taps there,
+      // =1 takes the pairs whatever their boxes.
       ImplicitGemmFpropPlan sc = plan;
       plan_wgmma_tile(p, sc);
       bool pairs_xp = false;
+      const int sc_xp_env = wg_env_int_or("CONVT_WG_SC_XP", -1);
       if (sc.wg && sc.wg_scatter && !sc.wg_xp && p.stride[2] == 2 && wm_env != 0 &&
-          wg_env_int("CONVT_WG_SC_XP") == 1) {
+          sc_xp_env != 0) {
         ImplicitGemmFpropPlan m = plan;
         plan_wgmma_tile(p, m, false, false, true);
-        pairs_xp = m.wg && m.wg_xp;
+        const double box_total =
+            double(m.wg_tiles) * double(m.wg_steps) * double(m.wg_box_bytes) * (m.split ? 2 : 1);
+        const double in_bytes = double(p.input_numel()) * double(dtype_size(p.dtype));
+        pairs_xp = m.wg && m.wg_xp && (sc_xp_env == 1 || box_total <= 4.0 * in_bytes);
       }
       if (sc.wg && sc.wg_scatter && !pairs_xp) {
         plan = sc;
@@ -1859,8 +1869,23 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
       // 3-D U-Net's 256 -> 256, kernel 2, stride 2), slower on rows of 24 at 75%.)
       const int64_t seg = 128 / e_size;
       const double tma_fill = double(q[2]) / double((q[2] + seg - 1) / seg * seg);
-      const double min_used =
-          plan.wg_stack > 1 && !plan.split ? kWgmmaMinUsedStacked : kWgmmaMinUsed;
+      // (Volumes, outputs deeper than 1, outside split TF32: the wgmma kernel down to tiles
+      // that compute 18% of their positions for outputs, and whatever one stacked plane
+      // fills. The kernels left to them (the TMA kernel, which loads its box again for each
+      // D and H tap, and the gather kernel) lose more on small volumes than the tile drops.
+      // Measured on an H100 (docs/kernels.md, "Volumes of sparse tiles on the wgmma kernel",
+      // GPU time) over 88 fuzzed 3-D layers the rules below gave other kernels
+      // (scripts/suites/volume_sparse_fuzz.json), the wgmma kernel forced: the float32 ones
+      // of stacked planes (48%-94% used) 2.1x faster, 1.01x-3.7x, every one of 26; those of
+      // 18%-34% used 1.65x in float32 and 1.83x in bfloat16 (6 of 93 slower, down to
+      // 0.78x); under 18% 0.92x and 1.22x, from 0.20x to 2.3x. On 76 3-D layers drawn
+      // after, the rule 1.86x (float32) and 1.48x (bfloat16) faster than the rules of planes.
+      // CONVT_WG_VOLUME_USED=0 keeps the rules of planes there.)
+      const bool sparse_volume = !plan.split && p.output_size(0) > 1 &&
+                                 wg_env_int_or("CONVT_WG_VOLUME_USED", 1) != 0;
+      const double min_used = sparse_volume                      ? kWgmmaMinUsedVolume
+                              : plan.wg_stack > 1 && !plan.split ? kWgmmaMinUsedStacked
+                                                                 : kWgmmaMinUsed;
       // (Volumes, outputs deeper than 1, outside split TF32: the wgmma kernel whatever the
       // reduction. The TMA kernel loads its box again for each D and H tap and runs each
       // plane's W segments apart, where the wgmma kernel's box holds several H taps' rows and
@@ -1914,7 +1939,7 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
                                          " per phase on average and ", cog,
                                          " output channels per group: the TMA kernel is faster");
       } else if (plan.wg_used < min_used ||
-                 (plan.wg_stack > 1 && plan.wg_used_plane < kWgmmaMinUsed &&
+                 (plan.wg_stack > 1 && !sparse_volume && plan.wg_used_plane < kWgmmaMinUsed &&
                   (k_avg < 2048 || plan.split) &&
                   2 * q[2] >= ((q[2] + 128 / e_size - 1) / (128 / e_size)) * (128 / e_size))) {
         // (Stacked planes against the TMA kernel: where one plane would use under 35% of

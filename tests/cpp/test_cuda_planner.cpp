@@ -1248,8 +1248,13 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
     // sample and phase; 20% with planes stacked, but in strict float32), the TMA kernel
     // where its segments of 32 (float) or 64 (16-bit) positions along W are three-quarters
     // full, else the gather kernel.
-    const double min_used =
-        forced.wg_stack > 1 && math != MathMode::kStrictFP32 ? 0.2 : 0.35;
+    // Volumes (outputs deeper than 1) down to 18% and whatever one stacked plane fills, but
+    // in strict float32.
+    const bool split = p.dtype == DType::kFloat32 && math == MathMode::kStrictFP32;
+    const bool sparse_volume = !split && p.output_sizes()[0] > 1;
+    const double min_used = sparse_volume                    ? 0.18
+                            : forced.wg_stack > 1 && !split ? 0.2
+                                                            : 0.35;
     // (Channel-major W phase pairs keep the rules of the tiles they replace.)
     if (want && !forced.wg_wmerge && !(forced.wg_wpairs && forced.wg_nc > 0) &&
         forced.wg_used < min_used) {
@@ -1265,7 +1270,7 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
     // Stacked planes where one plane would use under 35% of the tile: the TMA kernel where
     // its W segments are at least half full, unless the reduction is 2048 or more per phase
     // (not in split TF32).
-    if (want && forced.wg_stack > 1 && forced.wg_used_plane < 0.35) {
+    if (want && forced.wg_stack > 1 && !sparse_volume && forced.wg_used_plane < 0.35) {
       const int64_t seg = 128 / convt::dtype_size(p.dtype);
       const int64_t q2 = (p.output_sizes()[2] + p.stride[2] - 1) / p.stride[2];
       if (2 * q2 >= (q2 + seg - 1) / seg * seg &&
@@ -2366,11 +2371,61 @@ TEST(CudaPlanner, ScatteredTapsInSegmentsOfLongRows) {
   }
 }
 
-// The W phase pairs transposed in the kernel kept over scattered W taps on the copy
-// (CONVT_WG_SC_XP=1, opt-in): a bfloat16 1-D layer of 114 -> 13 channels, kernel 2, stride
-// 2 (scripts/suites/sc_segs_fuzz.json), scatters by default and runs the pairs with it; the
-// float32 plan (the pairs there read the copy too) stays.
-TEST(CudaPlanner, PairsTransposedInTheKernelOverScatteredTapsWhereAsked) {
+// Volumes of sparse tiles stay on the wgmma kernel (CONVT_WG_VOLUME_USED=0 restores the
+// rules of planes): a 3-D layer of 3 x 19 outputs a plane, stacked 4 planes a tile (88%
+// used, 29% for one plane), and one of 25% used (scripts/suites/dispatch_audit_any.json,
+// f03 and f42). Strict float32 keeps the rules of planes. A layer of 2% used stays off it.
+TEST(CudaPlanner, SparseVolumesOnTheWgmmaKernel) {
+  Problem stacked = convt::test::make_problem(3, 128, 103, 29, 1, {67, 3, 19}, {5, 3, 3},
+                                              {1, 3, 1}, {0, 0, 1}, {0, 0, 0}, {1, 1, 1}, true);
+  Problem sparse = convt::test::make_problem(3, 128, 71, 30, 1, {41, 19, 3}, {3, 4, 5},
+                                             {2, 1, 3}, {1, 0, 2}, {0, 0, 0}, {1, 1, 1}, true);
+  for (Problem* pp : {&stacked, &sparse})
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+      pp->dtype = dtype;
+      const Problem c = pp->canonical3d();
+      ExecOptions o;
+      const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(c, o);
+      EXPECT_TRUE(dflt.wg) << dflt.describe();
+      EXPECT_GE(dflt.wg_used, 0.18) << dflt.describe();
+      const auto [old, old_d] = plan_under("CONVT_WG_VOLUME_USED", "0", c, o);
+      if (pp == &sparse || dtype == DType::kFloat32) {
+        EXPECT_FALSE(old.wg) << old_d;
+        EXPECT_NE(old.wg_reason.find("% of its positions for outputs"), std::string::npos)
+            << old.wg_reason;
+      }
+      if (dtype == DType::kFloat32) {
+        o.math = MathMode::kStrictFP32;
+        EXPECT_EQ(convt::cuda::describe_plan_without_device(c, o),
+                  plan_under("CONVT_WG_VOLUME_USED", "0", c, o).text);
+      }
+    }
+  // 2% of its positions in float32 (volume_sparse_fuzz.json, s4900_f328: 1.6 x 3 outputs
+  // a phase plane), 5x slower on the wgmma kernel.
+  Problem few = convt::test::make_problem(3, 64, 282, 330, 2, {12, 2, 8}, {4, 4, 5}, {2, 2, 1},
+                                          {0, 1, 7}, {0, 0, 1}, {1, 1, 2}, true);
+  const Problem cf = few.canonical3d();
+  const Plan pf = convt::cuda::plan_implicit_gemm_fprop(cf, ExecOptions{});
+  ExecOptions forced;
+  forced.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+  const Plan ff = convt::cuda::plan_implicit_gemm_fprop(cf, forced);
+  const std::string ff_d = ff.describe();
+  ASSERT_TRUE(ff.wg) << ff_d;
+  EXPECT_LT(ff.wg_used, 0.18) << ff_d;
+  EXPECT_FALSE(pf.wg) << pf.describe();
+  EXPECT_NE(pf.wg_reason.find("% of its positions for outputs"), std::string::npos)
+      << pf.wg_reason;
+}
+
+// The W phase pairs transposed in the kernel taken over scattered W taps on the copy where
+// the pairs' boxes hold at most 4x the input's bytes (CONVT_WG_SC_XP: =0 never, =1 whatever
+// the boxes): a bfloat16 1-D layer of 114 -> 13 channels, kernel 2, stride 2
+// (scripts/suites/sc_segs_fuzz.json), and a 3-D layer of 5 x 5 taps a phase
+// (scripts/suites/sc_xp_fuzz.json, s4891_f683). The float32 plan (the pairs there read the
+// copy too) stays.
+TEST(CudaPlanner, PairsTransposedInTheKernelOverScatteredTapsWhereTheirBoxesAreFew) {
+  // A 1-D layer (boxes about twice the input): the pairs by default, the scattered taps
+  // under CONVT_WG_SC_XP=0. No float32 plan changes.
   Problem p = convt::test::make_problem(1, 8, 114, 13, 1, {131072, 1, 1}, {2, 1, 1}, {2, 1, 1},
                                         {1, 0, 0}, {0, 0, 0}, {1, 1, 1}, true);
   ExecOptions o;
@@ -2378,14 +2433,59 @@ TEST(CudaPlanner, PairsTransposedInTheKernelOverScatteredTapsWhereAsked) {
     p.dtype = dtype;
     const Problem c = p.canonical3d();
     const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(c, o);
-    EXPECT_TRUE(dflt.wg && dflt.wg_scatter && !dflt.wg_xp) << dflt.describe();
-    const auto [kept, kept_d] = plan_under("CONVT_WG_SC_XP", "1", c, o);
-    EXPECT_TRUE(kept.wg && kept.wg_wpairs && kept.wg_xp && !kept.wg_scatter) << kept_d;
+    EXPECT_TRUE(dflt.wg && dflt.wg_wpairs && dflt.wg_xp && !dflt.wg_scatter) << dflt.describe();
+    const auto [off, off_d] = plan_under("CONVT_WG_SC_XP", "0", c, o);
+    EXPECT_TRUE(off.wg && off.wg_scatter && !off.wg_xp) << off_d;
   }
   p.dtype = DType::kFloat32;
-  const Problem c = p.canonical3d();
-  EXPECT_EQ(plan_under("CONVT_WG_SC_XP", "1", c, o).text,
-            convt::cuda::describe_plan_without_device(c, o));
+  {
+    const Problem c = p.canonical3d();
+    EXPECT_EQ(plan_under("CONVT_WG_SC_XP", "0", c, o).text,
+              convt::cuda::describe_plan_without_device(c, o));
+  }
+  // A 3-D layer of many H taps (the pairs' boxes 36x the input): the scattered taps by
+  // default, the pairs under CONVT_WG_SC_XP=1.
+  Problem v = convt::test::make_problem(3, 128, 164, 2, 2, {19, 28, 96}, {3, 5, 5}, {2, 1, 2},
+                                        {0, 0, 3}, {0, 0, 0}, {1, 1, 1}, true);
+  v.dtype = DType::kBFloat16;
+  const Problem cv = v.canonical3d();
+  const Plan vd = convt::cuda::plan_implicit_gemm_fprop(cv, o);
+  EXPECT_TRUE(vd.wg && vd.wg_scatter && !vd.wg_xp) << vd.describe();
+  const auto [vx, vx_d] = plan_under("CONVT_WG_SC_XP", "1", cv, o);
+  EXPECT_TRUE(vx.wg && vx.wg_wpairs && vx.wg_xp && !vx.wg_scatter) << vx_d;
+  // Over a grid of narrow W-stride-2 layers: every plan the default takes over the
+  // scattered taps is of W phase pairs transposed in the kernel whose boxes hold at most 4x
+  // the input's bytes, and some scattered plans stay.
+  int changed = 0, kept = 0;
+  for (int dims : {1, 2, 3})
+    for (int64_t cin : {66, 114})
+      for (int64_t cout : {3, 9, 14})
+        for (int64_t k : {2, 3, 5}) {
+          const Dims in = dims == 1   ? Dims{20000, 1, 1}
+                          : dims == 2 ? Dims{64, 160, 1}
+                                      : Dims{12, 20, 48};
+          const Dims kk = dims == 1 ? Dims{k, 1, 1} : dims == 2 ? Dims{k, k, 1} : Dims{k, k, k};
+          const Dims st = dims == 1 ? Dims{2, 1, 1} : dims == 2 ? Dims{2, 2, 1} : Dims{1, 2, 2};
+          Problem q = convt::test::make_problem(dims, 16, cin, cout, 1, in, kk, st, {0, 0, 0},
+                                                {0, 0, 0}, {1, 1, 1}, false);
+          q.dtype = DType::kBFloat16;
+          const Problem cq = q.canonical3d();
+          const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(cq, o);
+          const std::string before = convt::cuda::describe_plan_without_device(cq, o);
+          const auto [sc, sc_d] = plan_under("CONVT_WG_SC_XP", "0", cq, o);
+          if (sc_d == before) {
+            kept += sc.wg && sc.wg_scatter;
+            continue;
+          }
+          ++changed;
+          ASSERT_TRUE(dflt.wg && sc.wg) << before << " -> " << sc_d;
+          EXPECT_TRUE(dflt.wg_wpairs && dflt.wg_xp && !dflt.wg_scatter) << before;
+          EXPECT_TRUE(sc.wg_scatter && !sc.wg_xp) << sc_d;
+          const double boxes = double(dflt.wg_tiles) * dflt.wg_steps * dflt.wg_box_bytes;
+          EXPECT_LE(boxes, 4.0 * double(cq.input_numel()) * 2.0) << before;
+        }
+  EXPECT_GE(changed, 1);
+  EXPECT_GE(kept, 1);
 }
 
 // The transposition in the kernel over pair-aligned layouts (CONVT_WG_XP_OVER_EVEN=1,
