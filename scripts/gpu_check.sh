@@ -36,6 +36,9 @@
 #   bash scripts/gpu_check.sh install sc-xp-held-ab   # those pairs where their boxes are few (the default) against scattered taps, held-out layers
 #   bash scripts/gpu_check.sh install volume-sparse-ab   # 3-D layers declined for the wgmma tile's dropped positions, against it forced
 #   bash scripts/gpu_check.sh install volume-held-ab   # sparse volumes on the wgmma kernel (the default) against the rules of planes, held-out layers
+#   bash scripts/gpu_check.sh install f32-rows-held-ab   # strided 1-D float32 layers on the wgmma kernel (the default) against the reduction rules, held-out layers
+#   bash scripts/gpu_check.sh install f32-rows-held2-ab   # the same on a draw made after its bound (2.5) was set
+#   AUDIT_SUITE=scripts/suites/dispatch_audit_wide.json bash scripts/gpu_check.sh install dispatch-audit   # the audit on wider groups (4-256 channels, 1-4 groups, strides up to 4)
 #   bash scripts/gpu_check.sh build install wprobe   # the weight tiles' L2 traffic's cost: KernelBench under CONVT_WG_WREUSE=2 (a probe, wrong results)
 #   bash scripts/gpu_check.sh install wup-ab   # zeros inserted along W against without, by input / output bytes (CONVT_WG_WUP=0)
 #   bash scripts/gpu_check.sh install xp-hfull16-ab   # the same in 16-bit types (CONVT_WG_XP_HFULL=2, the default) against float32 only
@@ -140,6 +143,20 @@ draw_ab() {
   grep -E "geomean|error|mismatch" "$OUT/$name-check.log" | tail -4 | tee -a "$SUMMARY"
   step "$name-fuzz" python3 scripts/env_ab.py --suite "$suite" --dtype "$dtypes" --rounds 2 \
     --gpu-time --json "$OUT/$name-fuzz.json" base= "new=$setting" "$@"
+  python3 scripts/ab_summary.py "$OUT/$name-fuzz.log" | tee -a "$SUMMARY"
+}
+
+# held_ab NAME SUITE DTYPES LABEL=VAR=VALUE[,VAR=VALUE...]: a draw made after a default rule
+# was set, checked against PyTorch as the default plans it (NAME-check), then timed under
+# the default and the setting that restores the rule's predecessor (GPU time, two rounds;
+# NAME-fuzz, summarised by scripts/ab_summary.py).
+held_ab() {
+  local name=$1 suite=$2 dtypes=$3 setting=$4
+  step "$name-check" python3 -m convt bench --suite "$suite" --dtype "$dtypes" --reps 1 \
+    --warmup 1 --json "$OUT/$name-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/$name-check.log" | tail -4 | tee -a "$SUMMARY"
+  step "$name-fuzz" python3 scripts/env_ab.py --suite "$suite" --dtype "$dtypes" --rounds 2 \
+    --gpu-time --json "$OUT/$name-fuzz.json" base= "$setting"
   python3 scripts/ab_summary.py "$OUT/$name-fuzz.log" | tee -a "$SUMMARY"
 }
 
@@ -861,15 +878,8 @@ if has sc-xp-held-ab; then
   # The W phase pairs transposed in the kernel taken over scattered W taps where their boxes
   # hold at most 4x the input's bytes (the default) against the scattered taps
   # (CONVT_WG_SC_XP=0), on layers drawn after that rule was set
-  # (scripts/suites/sc_xp_heldout.json, bfloat16): checked against PyTorch as the default
-  # plans them, then GPU time.
-  step sc-xp-held-check python3 -m convt bench --suite scripts/suites/sc_xp_heldout.json \
-    --dtype bf16 --reps 1 --warmup 1 --json "$OUT/sc-xp-held-check.json" -q
-  grep -E "geomean|error|mismatch" "$OUT/sc-xp-held-check.log" | tail -4 | tee -a "$SUMMARY"
-  step sc-xp-held-fuzz python3 scripts/env_ab.py --suite scripts/suites/sc_xp_heldout.json \
-    --dtype bf16 --rounds 2 --gpu-time --json "$OUT/sc-xp-held-fuzz.json" base= \
-    scattered=CONVT_WG_SC_XP=0
-  python3 scripts/ab_summary.py "$OUT/sc-xp-held-fuzz.log" | tee -a "$SUMMARY"
+  # (scripts/suites/sc_xp_heldout.json, bfloat16).
+  held_ab sc-xp-held scripts/suites/sc_xp_heldout.json bf16 scattered=CONVT_WG_SC_XP=0
 fi
 if has volume-sparse-ab; then
   # 3-D layers the dispatch gives another kernel because the wgmma tile would compute few of
@@ -881,15 +891,26 @@ fi
 if has volume-held-ab; then
   # Volumes on the wgmma kernel down to tiles of 18% used and whatever one stacked plane
   # fills (the default) against the rules of planes (CONVT_WG_VOLUME_USED=0), on layers
-  # drawn after that rule was set (scripts/suites/volume_sparse_heldout.json): checked
-  # against PyTorch as the default plans them, then GPU time, float32 (TF32) and bfloat16.
-  step volume-held-check python3 -m convt bench --suite scripts/suites/volume_sparse_heldout.json \
-    --dtype fp32,bf16 --reps 1 --warmup 1 --json "$OUT/volume-held-check.json" -q
-  grep -E "geomean|error|mismatch" "$OUT/volume-held-check.log" | tail -4 | tee -a "$SUMMARY"
-  step volume-held-fuzz python3 scripts/env_ab.py --suite scripts/suites/volume_sparse_heldout.json \
-    --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/volume-held-fuzz.json" base= \
+  # drawn after that rule was set (scripts/suites/volume_sparse_heldout.json), float32
+  # (TF32) and bfloat16.
+  held_ab volume-held scripts/suites/volume_sparse_heldout.json fp32,bf16 \
     planes=CONVT_WG_VOLUME_USED=0
-  python3 scripts/ab_summary.py "$OUT/volume-held-fuzz.log" | tee -a "$SUMMARY"
+fi
+if has f32-rows-held-ab; then
+  # Strided 1-D float32 (TF32) layers on the wgmma kernel where output channels per group x
+  # W taps are at least R times the input channels per group (the default, R = 2.5; the draw
+  # was made and measured with R = 1.5) against the reduction rules (CONVT_WG_F32_1D=0), on
+  # scripts/suites/f32_rows_heldout.json; then HiFi-GAN's layers of the models suite.
+  held_ab f32-rows-held scripts/suites/f32_rows_heldout.json fp32 reduction=CONVT_WG_F32_1D=0
+  step f32-rows-models python3 scripts/env_ab.py --suite models \
+    --cases hifigan_up1,hifigan_up2,hifigan_up3,hifigan_up4 --dtype fp32 --rounds 3 \
+    --gpu-time --json "$OUT/f32-rows-models.json" base= reduction=CONVT_WG_F32_1D=0
+  python3 scripts/ab_summary.py "$OUT/f32-rows-models.log" | tee -a "$SUMMARY"
+fi
+if has f32-rows-held2-ab; then
+  # The same rule, its bound of 2.5 checked on a draw made after it was set
+  # (scripts/suites/f32_rows_heldout2.json).
+  held_ab f32-rows-held2 scripts/suites/f32_rows_heldout2.json fp32 reduction=CONVT_WG_F32_1D=0
 fi
 if has wprobe; then
   # What the traffic from L2 costs the wgmma kernel: the KernelBench cases timed as they

@@ -355,6 +355,28 @@ static bool f32_aligned_wanted(const Problem& p, bool split) {
   return double(cog * taps) >= r * double(cig) || (t > 0 && p.output_size(0) > 1 && dh >= t);
 }
 
+// Float32 as TF32 on the wgmma kernel for strided 1-D layers (one output row, a W stride)
+// where multiply-adds per input element (output channels per group x W taps) are at least
+// R = 2.5 times the input channels per group, whatever the reduction per phase: the wgmma
+// tile's one long row (up to 256 positions of a phase) fills it, and its MMAs pay for the
+// input copy. Measured on an H100 (docs/kernels.md, "Strided 1-D layers in float32 on the
+// wgmma kernel", GPU time): over the 37 fuzzed 1-D layers a dispatch audit found on the TMA
+// kernel (scripts/suites/dispatch_audit_wide.json) the wgmma kernel forced 0.64x-2.78x, and
+// with R = 1.5 1.59x over the 28 layers that bound moved (2 slower); on 80 layers drawn after
+// (scripts/suites/f32_rows_heldout.json) 1.37x (13 slower, down to 0.46x), but HiFi-GAN's
+// third and fourth upsampling layers (R = 2) 1.5x-1.7x slower. R = 2.5 leaves those: 1.33x
+// over the 80 (8 slower) and 1.54x over the audit's 28. CONVT_WG_F32_1D=R sets R (a
+// decimal), 0 turns the rule off.
+static bool f32_strided_row_wanted(const Problem& p, bool split) {
+  if (p.dtype != DType::kFloat32 || split) return false;
+  if (p.output_size(0) != 1 || p.output_size(1) != 1 || p.stride[2] < 2) return false;
+  const char* r_s = std::getenv("CONVT_WG_F32_1D");
+  const double r = r_s != nullptr && *r_s != '\0' ? std::atof(r_s) : 2.5;
+  if (!(r > 0)) return false;
+  const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
+  return double(cog) * double(p.kernel_size[2]) >= r * double(cig);
+}
+
 static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan, bool raw,
                                    bool wmerge, bool wpairs, bool xp_ok, int64_t n_cap,
                                    bool coop_want, bool tsplit = false,
@@ -1826,8 +1848,8 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
     // rows, plans whose tiles leave half the multiprocessors or more idle (the TMA kernel's
     // tiles of 128 positions spread the work wider): FCN-8s's upscore2 (21 channels, 32
     // tiles of 2 K steps with W phase pairs) 0.019 -> 0.011 ms.
-    // (In float32, only for the planes the reduction rules alone would have given the TMA
-    // kernel: f32_planes_taken, below.)
+    // (In float32, only for the planes and strided 1-D layers the reduction rules alone
+    // would have given the TMA kernel: f32_planes_taken, below.)
     bool f32_planes_taken = false;
     auto few_k_steps = [&](const ImplicitGemmFpropPlan& pl) {
       const char* fs_env = std::getenv("CONVT_WG_FEW_STEPS");
@@ -1930,8 +1952,11 @@ ImplicitGemmFpropPlan plan_as_given(const Problem& p, const ExecOptions& options
                        : (k_avg >= (phases == 1 ? 128 : 384) && cog >= 48) || k_avg >= 1024 ||
                              cog <= 16 || plan.wg_used_plane >= 1.5 * tma_fill ||
                              f32_aligned_wanted(p, false);
-      f32_planes_taken = f32_plane && !by_reduction;
-      const bool take = volume || f32_plane || by_reduction;
+      // (Strided 1-D layers in float32 as TF32, f32_strided_row_wanted; like the planes,
+      // those only it takes keep the few-K-steps rule below.)
+      const bool f32_row = f32_strided_row_wanted(p, plan.split);
+      f32_planes_taken = (f32_plane || f32_row) && !by_reduction;
+      const bool take = volume || f32_plane || f32_row || by_reduction;
       if (!take) {
         plan.wg = false;
         plan.workspace_bytes = mma_workspace;

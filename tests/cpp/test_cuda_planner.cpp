@@ -1212,6 +1212,11 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
     const bool volume = math != MathMode::kStrictFP32 && !own && p.output_sizes()[0] > 1;
     const bool plane = p.dtype == DType::kFloat32 && math != MathMode::kStrictFP32 && !own &&
                        p.output_sizes()[0] == 1 && p.output_sizes()[1] > 1;
+    // (Strided 1-D layers in float32 as TF32 where output channels per group x W taps are at
+    // least 2.5 times the input channels per group: StridedRowsInFloat32OnTheWgmmaKernel.)
+    const bool row = p.dtype == DType::kFloat32 && math != MathMode::kStrictFP32 &&
+                     p.output_sizes()[0] == 1 && p.output_sizes()[1] == 1 && p.stride[2] > 1 &&
+                     double(cog) * double(p.kernel_size[2]) >= 2.5 * double(cig);
     // (At most two waves of tiles with at most 8 K steps a block, whose rows fill the TMA
     // kernel's W segments 2/3 as well as one plane fills the tile or whose tiles leave half
     // the multiprocessors idle: the TMA kernel, where it can run the problem; in 16-bit types,
@@ -1240,8 +1245,8 @@ TEST(CudaPlanner, DispatchTakesTheWgmmaKernelForDeepReductionsAndNarrowGroups) {
       const double fill = double(q2) / double((q2 + 31) / 32 * 32);
       const bool by_reduction = (k >= (strided ? 384 : 128) && cog >= 48) || k >= 1024 ||
                                 cog <= 16 || forced.wg_used_plane >= 1.5 * fill;
-      want = volume || plane || by_reduction;
-      few = plane && !by_reduction && declined_for_few_steps();
+      want = volume || plane || row || by_reduction;
+      few = (plane || row) && !by_reduction && declined_for_few_steps();
     }
     EXPECT_FALSE(plan.wg_raw);  // (only where CONVT_WG_RAW=1 asks for it)
     // Where the tile would compute under 35% of its positions for outputs (few positions per
@@ -2369,6 +2374,53 @@ TEST(CudaPlanner, ScatteredTapsInSegmentsOfLongRows) {
     EXPECT_LE(grown.wg_epi_bytes, 2 * kDefaultStaging) << grown_d;
     EXPECT_GT(grown.wg_used, with.wg_used) << grown_d;
   }
+}
+
+// Strided 1-D layers in float32 as TF32 on the wgmma kernel where output channels per group
+// x W taps are at least 2.5 times the input channels per group (CONVT_WG_F32_1D=0 leaves
+// them to the reduction rules): 206 -> 288 channels in 2 groups, kernel 7, stride 2
+// (scripts/suites/dispatch_audit_wide.json, f97; reduction 360 per phase). Not at 1.15
+// times (f114), nor at 2 (HiFi-GAN's 128 -> 64, kernel 4, stride 2, faster on the TMA
+// kernel), nor without a stride (f176), nor in strict float32 or bfloat16.
+TEST(CudaPlanner, StridedRowsInFloat32OnTheWgmmaKernel) {
+  Problem wide = convt::test::make_problem(1, 16, 206, 288, 2, {5190, 1, 1}, {7, 1, 1},
+                                           {2, 1, 1}, {6, 0, 0}, {0, 0, 0}, {1, 1, 1}, true);
+  Problem shallow = convt::test::make_problem(1, 64, 426, 164, 2, {2216, 1, 1}, {3, 1, 1},
+                                              {2, 1, 1}, {1, 0, 0}, {0, 0, 0}, {2, 1, 1}, true);
+  Problem unstrided = convt::test::make_problem(1, 64, 89, 43, 1, {22928, 1, 1}, {3, 1, 1},
+                                                {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {2, 1, 1}, true);
+  Problem hifigan = convt::test::make_problem(1, 16, 128, 64, 1, {2048, 1, 1}, {4, 1, 1},
+                                              {2, 1, 1}, {1, 0, 0}, {0, 0, 0}, {1, 1, 1}, true);
+  ExecOptions o;
+  {
+    const Problem c = wide.canonical3d();
+    const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(c, o);
+    EXPECT_TRUE(dflt.wg) << dflt.describe();
+    const auto [off, off_d] = plan_under("CONVT_WG_F32_1D", "0", c, o);
+    EXPECT_FALSE(off.wg) << off_d;
+    EXPECT_TRUE(off.tma) << off_d;
+    EXPECT_NE(off.wg_reason.find("output channels per group: the TMA kernel is faster"),
+              std::string::npos)
+        << off.wg_reason;
+    // (A higher bound leaves it too: 288 / 2 x 7 = 1008 < 5 x 103.)
+    EXPECT_FALSE(plan_under("CONVT_WG_F32_1D", "10", c, o).plan.wg);
+  }
+  for (const Problem* pp : {&shallow, &unstrided, &hifigan}) {
+    const Problem c = pp->canonical3d();
+    const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(c, o);
+    EXPECT_FALSE(dflt.wg) << dflt.describe();
+    EXPECT_EQ(plan_under("CONVT_WG_F32_1D", "0", c, o).text,
+              convt::cuda::describe_plan_without_device(c, o));
+  }
+  ExecOptions strict;
+  strict.math = MathMode::kStrictFP32;
+  const Problem cw = wide.canonical3d();
+  EXPECT_EQ(plan_under("CONVT_WG_F32_1D", "0", cw, strict).text,
+            convt::cuda::describe_plan_without_device(cw, strict));
+  wide.dtype = DType::kBFloat16;
+  const Problem cb = wide.canonical3d();
+  EXPECT_EQ(plan_under("CONVT_WG_F32_1D", "0", cb, o).text,
+            convt::cuda::describe_plan_without_device(cb, o));
 }
 
 // Volumes of sparse tiles stay on the wgmma kernel (CONVT_WG_VOLUME_USED=0 restores the

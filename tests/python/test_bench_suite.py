@@ -577,14 +577,16 @@ def test_scale_down_stops_when_output_would_be_empty():
 
 
 # The pools of the draws that measured the scattered W taps' grown staging area and the
-# limits on zeros along W, the W phase pairs over scattered taps and sparse volumes on the wgmma
-# kernel (docs/kernels.md), by seed: scripts/fuzz_suite.py's arguments.
+# limits on zeros along W, the W phase pairs over scattered taps, sparse volumes and strided
+# float32 rows on the wgmma kernel (docs/kernels.md), by seed: scripts/fuzz_suite.py's arguments.
 _NARROW = ["--in-channels", "4-128", "--out-channels", "1-16", "--groups", "1-2",
            "--max-kernel", "7", "--max-stride", "3", "--count", "3000", "--any-sizes"]
 _NARROW32 = ["--in-channels", "4-128", "--out-channels", "1-32", "--groups", "1-2",
              "--max-kernel", "7", "--max-stride", "3", "--count", "3000", "--any-sizes"]
 _VOLUMES = ["--in-channels", "4-256", "--out-channels", "1-256", "--groups", "1-2", "--dims", "3",
             "--max-kernel", "7", "--max-stride", "3", "--count", "3000", "--any-sizes"]
+_ROWS = ["--in-channels", "4-256", "--out-channels", "4-256", "--groups", "1-4", "--dims", "1",
+         "--max-kernel", "7", "--max-stride", "4", "--count", "3000", "--any-sizes"]
 _WIDE = ["--any-sizes", "--in-channels", "4-256", "--out-channels", "4-256", "--groups", "1-2",
          "--dims", "1,2,2,3", "--count", "3000"]
 _POOLS = {4881: _WIDE + ["--seed", "4881"],
@@ -596,7 +598,9 @@ _POOLS = {4881: _WIDE + ["--seed", "4881"],
           4897: _NARROW + ["--dims", "1,1,2,3", "--seed", "4897"],
           4898: _NARROW + ["--dims", "1,1,2,3", "--seed", "4898"],
           4900: _VOLUMES + ["--seed", "4900"],
-          4901: _VOLUMES + ["--seed", "4901"]}
+          4901: _VOLUMES + ["--seed", "4901"],
+          4911: _ROWS + ["--seed", "4911"],
+          4913: _ROWS + ["--seed", "4913"]}
 
 
 @pytest.mark.parametrize("name,count,seeds", [("sc_segs2_fuzz", 100, (4890, 4891)),
@@ -605,10 +609,13 @@ _POOLS = {4881: _WIDE + ["--seed", "4881"],
                                               ("sc_xp_fuzz", 115, (4890, 4891, 4893)),
                                               ("sc_xp_heldout", 72, (4896, 4897, 4898)),
                                               ("volume_sparse_fuzz", 88, (4900,)),
-                                              ("volume_sparse_heldout", 76, (4901,))])
+                                              ("volume_sparse_heldout", 76, (4901,)),
+                                              ("f32_rows_heldout", 80, (4911,)),
+                                              ("f32_rows_heldout2", 80, (4913,))])
 def test_multi_pool_draws_are_layers_of_their_pools(tmp_path, name, count, seeds):
     """scripts/suites/sc_segs2_fuzz.json, wup_fuzz.json, sc_wup_heldout.json, sc_xp_fuzz.json,
-    sc_xp_heldout.json, volume_sparse_fuzz.json and volume_sparse_heldout.json hold only layers of the pools their descriptions name, each case id the
+    sc_xp_heldout.json, volume_sparse_fuzz.json, volume_sparse_heldout.json,
+    f32_rows_heldout.json and f32_rows_heldout2.json hold only layers of the pools their descriptions name, each case id the
     pool's seed and the pool's own id, unchanged; no two cases share an id."""
     import subprocess
     import sys
@@ -640,7 +647,8 @@ def test_multi_pool_draws_are_layers_of_their_pools(tmp_path, name, count, seeds
 def test_held_out_draw_shares_no_layer_with_the_draws_the_rules_were_chosen_on():
     """scripts/suites/sc_wup_heldout.json shares no layer with sc_segs_fuzz.json,
     sc_segs2_fuzz.json or wup_fuzz.json, nor sc_xp_heldout.json with sc_xp_fuzz.json, nor
-    volume_sparse_heldout.json with volume_sparse_fuzz.json."""
+    volume_sparse_heldout.json with volume_sparse_fuzz.json, nor f32_rows_heldout.json with
+    dispatch_audit_wide.json, nor f32_rows_heldout2.json with either."""
     root = Path(__file__).resolve().parents[2] / "scripts" / "suites"
     def key(c):
         return (c.dims, c.batch, c.in_channels, c.out_channels, c.groups, tuple(c.input_size),
@@ -650,5 +658,10 @@ def test_held_out_draw_shares_no_layer_with_the_draws_the_rules_were_chosen_on()
         assert not held & {key(c) for c in load_suite(root / f"{name}.json").cases}, name
     held_xp = {key(c) for c in load_suite(root / "sc_xp_heldout.json").cases}
     assert not held_xp & {key(c) for c in load_suite(root / "sc_xp_fuzz.json").cases}
+    held_rows = {key(c) for c in load_suite(root / "f32_rows_heldout.json").cases}
+    assert not held_rows & {key(c) for c in load_suite(root / "dispatch_audit_wide.json").cases}
+    held_rows2 = {key(c) for c in load_suite(root / "f32_rows_heldout2.json").cases}
+    assert not held_rows2 & held_rows
+    assert not held_rows2 & {key(c) for c in load_suite(root / "dispatch_audit_wide.json").cases}
     held_vol = {key(c) for c in load_suite(root / "volume_sparse_heldout.json").cases}
     assert not held_vol & {key(c) for c in load_suite(root / "volume_sparse_fuzz.json").cases}
