@@ -38,6 +38,7 @@
 #   bash scripts/gpu_check.sh install volume-held-ab   # sparse volumes on the wgmma kernel (the default) against the rules of planes, held-out layers
 #   bash scripts/gpu_check.sh install f32-rows-held-ab   # strided 1-D float32 layers on the wgmma kernel (the default) against the reduction rules, held-out layers
 #   bash scripts/gpu_check.sh install f32-rows-held2-ab   # the same on a draw made after its bound (2.5) was set
+#   bash scripts/gpu_check.sh install wtap1-ab   # layers of one W tap and a W stride: as dispatched against the TMA kernel forced
 #   AUDIT_SUITE=scripts/suites/dispatch_audit_wide.json bash scripts/gpu_check.sh install dispatch-audit   # the audit on wider groups (4-256 channels, 1-4 groups, strides up to 4)
 #   bash scripts/gpu_check.sh build install wprobe   # the weight tiles' L2 traffic's cost: KernelBench under CONVT_WG_WREUSE=2 (a probe, wrong results)
 #   bash scripts/gpu_check.sh install wup-ab   # zeros inserted along W against without, by input / output bytes (CONVT_WG_WUP=0)
@@ -911,6 +912,12 @@ if has f32-rows-held2-ab; then
   # The same rule, its bound of 2.5 checked on a draw made after it was set
   # (scripts/suites/f32_rows_heldout2.json).
   held_ab f32-rows-held2 scripts/suites/f32_rows_heldout2.json fp32 reduction=CONVT_WG_F32_1D=0
+fi
+if has wtap1-ab; then
+  # Layers of one W tap and a W stride (scripts/suites/wtap1_fuzz.json), as dispatched
+  # against the TMA kernel forced: checked against PyTorch on it, then GPU time, float32
+  # (TF32) and bfloat16.
+  draw_ab wtap1 scripts/suites/wtap1_fuzz.json fp32,bf16 CONVT_FORWARD_KERNEL=implicit_gemm_tma
 fi
 if has wprobe; then
   # What the traffic from L2 costs the wgmma kernel: the KernelBench cases timed as they

@@ -587,6 +587,9 @@ _VOLUMES = ["--in-channels", "4-256", "--out-channels", "1-256", "--groups", "1-
             "--max-kernel", "7", "--max-stride", "3", "--count", "3000", "--any-sizes"]
 _ROWS = ["--in-channels", "4-256", "--out-channels", "4-256", "--groups", "1-4", "--dims", "1",
          "--max-kernel", "7", "--max-stride", "4", "--count", "3000", "--any-sizes"]
+_AUDIT_WIDE = ["--any-sizes", "--in-channels", "4-256", "--out-channels", "4-256", "--groups",
+               "1-4", "--dims", "1,2,2,3", "--max-kernel", "7", "--max-stride", "4", "--count",
+               "3000"]
 _WIDE = ["--any-sizes", "--in-channels", "4-256", "--out-channels", "4-256", "--groups", "1-2",
          "--dims", "1,2,2,3", "--count", "3000"]
 _POOLS = {4881: _WIDE + ["--seed", "4881"],
@@ -600,7 +603,8 @@ _POOLS = {4881: _WIDE + ["--seed", "4881"],
           4900: _VOLUMES + ["--seed", "4900"],
           4901: _VOLUMES + ["--seed", "4901"],
           4911: _ROWS + ["--seed", "4911"],
-          4913: _ROWS + ["--seed", "4913"]}
+          4913: _ROWS + ["--seed", "4913"],
+          4915: _AUDIT_WIDE + ["--seed", "4915"]}
 
 
 @pytest.mark.parametrize("name,count,seeds", [("sc_segs2_fuzz", 100, (4890, 4891)),
@@ -611,11 +615,12 @@ _POOLS = {4881: _WIDE + ["--seed", "4881"],
                                               ("volume_sparse_fuzz", 88, (4900,)),
                                               ("volume_sparse_heldout", 76, (4901,)),
                                               ("f32_rows_heldout", 80, (4911,)),
-                                              ("f32_rows_heldout2", 80, (4913,))])
+                                              ("f32_rows_heldout2", 80, (4913,)),
+                                              ("wtap1_fuzz", 80, (4915,))])
 def test_multi_pool_draws_are_layers_of_their_pools(tmp_path, name, count, seeds):
     """scripts/suites/sc_segs2_fuzz.json, wup_fuzz.json, sc_wup_heldout.json, sc_xp_fuzz.json,
     sc_xp_heldout.json, volume_sparse_fuzz.json, volume_sparse_heldout.json,
-    f32_rows_heldout.json and f32_rows_heldout2.json hold only layers of the pools their descriptions name, each case id the
+    f32_rows_heldout.json, f32_rows_heldout2.json and wtap1_fuzz.json hold only layers of the pools their descriptions name, each case id the
     pool's seed and the pool's own id, unchanged; no two cases share an id."""
     import subprocess
     import sys
