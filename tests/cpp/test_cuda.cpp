@@ -2259,6 +2259,71 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaScatter,
                                           quick_mode() ? 3 : 1),
                          indexed_case_name);
 
+// Layers the dispatch rules of 2026-11-28 move, run as dispatched (ForwardKernel::kAuto) in
+// every precision against the float64 oracle, with what each rule gives checked in the
+// plan's description (the few-K-steps rule, which gives layers this small to the TMA
+// kernel, off): the W phase pairs transposed in the kernel over scattered W taps in 16-bit
+// types (1-D, stride 2, 13 and 9 output channels); volumes of sparse tiles (26% used) and
+// of stacked planes on the wgmma kernel outside strict float32; strided 1-D float32 layers
+// of output channels x W taps over 2.5 x the input channels on it in TF32.
+TEST(CudaDispatchRules, LayersTheRulesMoveMatchTheOracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const ScopedEnv few("CONVT_WG_FEW_STEPS", "0");
+  enum Rule { kPairs, kVolume, kRow };
+  struct RuleCase {
+    Problem problem;
+    Rule rule;
+  };
+  const std::vector<RuleCase> cases = {
+      {make_problem(1, 2, 114, 13, 1, {4096, 1, 1}, {2, 1, 1}, {2, 1, 1}, {1, 0, 0}, {0, 0, 0},
+                    {1, 1, 1}, true),
+       kPairs},
+      {make_problem(1, 2, 96, 9, 1, {3000, 1, 1}, {4, 1, 1}, {2, 1, 1}, {1, 0, 0}, {1, 0, 0},
+                    {1, 1, 1}, true),
+       kPairs},
+      {make_problem(3, 2, 71, 30, 1, {9, 19, 3}, {3, 4, 5}, {2, 1, 3}, {1, 0, 2}, {0, 0, 0},
+                    {1, 1, 1}, true),
+       kVolume},
+      {make_problem(3, 2, 103, 29, 1, {8, 3, 19}, {5, 3, 3}, {1, 3, 1}, {0, 0, 1}, {0, 0, 0},
+                    {1, 1, 1}, true),
+       kVolume},
+      {make_problem(1, 2, 206, 288, 2, {400, 1, 1}, {7, 1, 1}, {2, 1, 1}, {6, 0, 0}, {0, 0, 0},
+                    {1, 1, 1}, true),
+       kRow},
+      {make_problem(1, 2, 64, 173, 1, {500, 1, 1}, {7, 1, 1}, {3, 1, 1}, {2, 0, 0}, {1, 0, 0},
+                    {1, 1, 1}, false),
+       kRow}};
+  uint64_t seed = 7919u;
+  for (const RuleCase& rc : cases) {
+    SCOPED_TRACE(rc.problem.to_string());
+    for (const Precision& precision : kPrecisions) {
+      if (precision.dtype == DType::kFloat64) continue;
+      Problem p = rc.problem;
+      p.dtype = precision.dtype;
+      ExecOptions opt;
+      opt.math = precision.math;
+      HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, Layout::kContiguous);
+      DeviceTensor gx(x, nullptr);
+      const std::string what = convt::describe_forward(p, gx.ref, opt);
+      const bool split =
+          precision.dtype == DType::kFloat32 && precision.math == MathMode::kStrictFP32;
+      const bool tf32 =
+          precision.dtype == DType::kFloat32 && precision.math == MathMode::kAllowTF32;
+      const bool sixteen = precision.dtype != DType::kFloat32;
+      if (rc.rule == kPairs && sixteen) {
+        EXPECT_NE(what.find("W phase pairs"), std::string::npos) << precision.name << ": " << what;
+        EXPECT_NE(what.find("transposed in the kernel"), std::string::npos)
+            << precision.name << ": " << what;
+      }
+      if ((rc.rule == kVolume && !split) || (rc.rule == kRow && tf32))
+        EXPECT_NE(what.find("wgmma persistent"), std::string::npos)
+            << precision.name << ": " << what;
+      check_all_directions(rc.problem, Layout::kContiguous, precision, seed++);
+    }
+  }
+}
+
 // Zeros inserted along W (CONVT_WG_WUP=1 asks for them wherever W is strided): every wgmma
 // case with a W stride, plus a channels_last input with W stride 3 (the untiled copy), a W
 // that is no whole number of 16-byte chunks (the tiled copy's scalar loads), groups with
