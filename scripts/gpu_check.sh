@@ -916,8 +916,10 @@ fi
 if has wtap1-ab; then
   # Layers of one W tap and a W stride (scripts/suites/wtap1_fuzz.json), as dispatched
   # against the TMA kernel forced: checked against PyTorch on it, then GPU time, float32
-  # (TF32) and bfloat16.
-  draw_ab wtap1 scripts/suites/wtap1_fuzz.json fp32,bf16 CONVT_FORWARD_KERNEL=implicit_gemm_tma
+  # (TF32) and bfloat16; also without zeros inserted along W (which the dispatch takes on
+  # many of them: s times the MMAs for a single tap).
+  draw_ab wtap1 scripts/suites/wtap1_fuzz.json fp32,bf16 CONVT_FORWARD_KERNEL=implicit_gemm_tma \
+    nozeros=CONVT_WG_WUP=0
 fi
 if has wprobe; then
   # What the traffic from L2 costs the wgmma kernel: the KernelBench cases timed as they
