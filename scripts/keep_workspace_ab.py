@@ -5,9 +5,13 @@ an end event), the two ways in alternate calls.
 
     python scripts/keep_workspace_ab.py models bf16 dcgan_g1,hifigan_up3,fcn8s_up2
     python scripts/keep_workspace_ab.py kernelbench fp32 kb72,kb58
+    AB_KEPT_MIB=1024 python scripts/keep_workspace_ab.py kernelbench fp32 kb58,kb75
 
 Prints each case's workspace, median times (ms) and allocated / kept, then the geomean.
+AB_KEPT_MIB sets the largest workspace kept for these calls (default: the
+package's limit), so that larger ones can be timed kept too.
 """
+import os
 import math
 import statistics
 import sys
@@ -25,6 +29,8 @@ if len(sys.argv) != 4:
 suite, dtype, ids = sys.argv[1], sys.argv[2], sys.argv[3]
 dt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
 torch.backends.cudnn.allow_tf32 = True
+if os.environ.get("AB_KEPT_MIB"):
+    _kernels._WORKSPACE_KEPT_BYTES = int(os.environ["AB_KEPT_MIB"]) << 20
 flush = L2Flusher("cuda")
 res = []
 for case in select_cases(load_suite(suite).cases, ids.split(",")):
