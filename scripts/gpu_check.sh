@@ -39,6 +39,7 @@
 #   bash scripts/gpu_check.sh install f32-rows-held-ab   # strided 1-D float32 layers on the wgmma kernel (the default) against the reduction rules, held-out layers
 #   bash scripts/gpu_check.sh install f32-rows-held2-ab   # the same on a draw made after its bound (2.5) was set
 #   bash scripts/gpu_check.sh install wtap1-ab   # layers of one W tap and a W stride: as dispatched against the TMA kernel forced
+#   bash scripts/gpu_check.sh build xp-coop-test install xp-coop-ab   # two warpgroups over the input transposed in the kernel (CONVT_WG_XP_COOP=1): tests, sanitizers, A/B
 #   AUDIT_SUITE=scripts/suites/dispatch_audit_wide.json bash scripts/gpu_check.sh install dispatch-audit   # the audit on wider groups (4-256 channels, 1-4 groups, strides up to 4)
 #   bash scripts/gpu_check.sh build install wprobe   # the weight tiles' L2 traffic's cost: KernelBench under CONVT_WG_WREUSE=2 (a probe, wrong results)
 #   bash scripts/gpu_check.sh install wup-ab   # zeros inserted along W against without, by input / output bytes (CONVT_WG_WUP=0)
@@ -1291,6 +1292,41 @@ if has tsplit-ab; then
     step "tsplit-ab-$n" python3 scripts/env_ab.py --suite "$s" --dtype fp32,bf16 --rounds 2 \
       --gpu-time --json "$OUT/tsplit-ab-$n.json" base= auto=CONVT_WG_TSPLIT=2 all=CONVT_WG_TSPLIT=1
     grep -E "geomean|against" "$OUT/tsplit-ab-$n.log" | tail -8 | tee -a "$SUMMARY"
+  done
+fi
+if has xp-coop-test; then
+  # Two warpgroups over the input transposed in the kernel (CONVT_WG_XP_COOP=1): their
+  # tests, the wgmma kernel's path cases and two-warpgroup cases with the setting (where it
+  # plans, the two warpgroups then transpose), and the sanitizers on its tests (quick mode;
+  # racecheck on three cases).
+  step xp-coop-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaXpCoop*'
+  grep -E "PASSED|FAILED" "$OUT/xp-coop-test.log" | tail -5 | tee -a "$SUMMARY"
+  step xp-coop-test-path env CONVT_WG_XP_COOP=1 "$BUILD/tests/cpp/convt_test_cuda" \
+    --gtest_filter='CudaWgmmaPath*:*WgmmaCoop.*'
+  grep -E "PASSED|FAILED" "$OUT/xp-coop-test-path.log" | tail -5 | tee -a "$SUMMARY"
+  for tool in ${XP_COOP_SANITIZERS:-memcheck racecheck initcheck}; do
+    filter='*WgmmaXpCoop*'
+    [ "$tool" = racecheck ] &&
+      filter='*WgmmaXpCoop*/case_000:*WgmmaXpCoop*/case_002:*WgmmaXpCoop*/case_004'
+    step "xp-coop-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter="$filter"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/xp-coop-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
+  done
+fi
+if has xp-coop-ab; then
+  # The same setting against the default: KernelBench checked against PyTorch with it
+  # first, then the GPU's time on KernelBench and the model suites (XP_COOP_AB_SUITES),
+  # float32 (TF32) and bfloat16, two rounds; also with a ring of 16 raw pieces
+  # (CONVT_WG_XP_RING=16: stages given up for it), whether the transposer is starved.
+  step xp-coop-check env CONVT_WG_XP_COOP=1 python3 -m convt bench --dtype fp32,bf16 \
+    --reps 1 --warmup 1 --json "$OUT/xp-coop-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/xp-coop-check.log" | tail -4 | tee -a "$SUMMARY"
+  for s in ${XP_COOP_AB_SUITES:-kernelbench models scripts/suites/more_models.json}; do
+    n=$(basename "$s" .json)
+    step "xp-coop-ab-$n" python3 scripts/env_ab.py --suite "$s" --dtype fp32,bf16 --rounds 2 \
+      --gpu-time --json "$OUT/xp-coop-ab-$n.json" base= xpcoop=CONVT_WG_XP_COOP=1 \
+      xpring=CONVT_WG_XP_COOP=1,CONVT_WG_XP_RING=16
+    python3 scripts/ab_summary.py "$OUT/xp-coop-ab-$n.log" | tee -a "$SUMMARY"
   done
 fi
 if has kernel-times; then

@@ -307,6 +307,23 @@ static int wg_env_int_or(const char* name, int unset) {
   return v != nullptr && *v != '\0' ? std::atoi(v) : unset;
 }
 
+// Two consumer warpgroups over the input transposed in the kernel (ImplicitGemmFpropPlan::
+// wg_coop with wg_xp): the transposer warp fills each stage's box once for the tile's 128
+// channels, where one warpgroup's tiles of 64 channels transpose every input element once
+// per 64-channel tile and the copy's two-warpgroup tiles pay for a copy kernel first (kb64
+// in float32 on an H200: the copy kernel 1.23 of 2.85 ms, the one-warpgroup transposition
+// 2.87 ms; docs/kernels.md, "Where the time goes on an H200"). Opt-in while it is measured:
+// CONVT_WG_XP_COOP=1 takes it wherever the one-warpgroup plan transposes in the kernel and
+// two warpgroups can run; unset or 0, never. Not in a build without its kernels
+// (CONVT_NO_WG_XP_COOP: see fprop_launch.cuh).
+static bool xp_coop_wanted() {
+#ifdef CONVT_NO_WG_XP_COOP
+  return false;
+#else
+  return wg_env_int("CONVT_WG_XP_COOP") == 1;
+#endif
+}
+
 // The wgmma kernel's tile for p (see ImplicitGemmFpropPlan::wg and the kernel's header);
 // raw: a position-major tile that reads the input in place (float32 as TF32; see
 // ImplicitGemmFpropPlan::wg_raw); wmerge: W phases merged (ImplicitGemmFpropPlan::wg_wmerge).
@@ -1056,8 +1073,10 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
                       plan.wg_hb >= tmax[1];
     // (W phase pairs transposed in the kernel are built for 16-bit position-major tiles
     // only.)
+    // (Two warpgroups: sharing the box, where asked for, xp_coop_wanted.)
     const bool want = xp_ok && copies == 1 && !raw && fold == 1 && mfold == 1 && !tsplit &&
-                      !(wpairs && (e == 4 || nc == 0)) && !two_wg &&
+                      !(wpairs && (e == 4 || nc == 0)) &&
+                      (!two_wg || (coop && !coop_n && xp_coop_wanted())) &&
                       plan.wg_stack == 1 &&
                       xp_env != 0 &&
                       (xp_env == 1 || (macs_per_elem <= 768 && fills && (e == 2 || once)));
@@ -1276,6 +1295,13 @@ static void plan_wgmma_tile_as(const Problem& p, ImplicitGemmFpropPlan& plan, bo
     ImplicitGemmFpropPlan c = in;
     plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, 0, true, tsplit);
     if (c.wg && c.wg_coop) plan = c;
+  } else if (coop_env == -1 && plan.wg && plan.wg_xp && !plan.wg_coop && plan.wg_nc == 0 &&
+             xp_coop_wanted()) {
+    // (CONVT_WG_XP_COOP=1: two warpgroups sharing the box the transposer fills, where the
+    // one-warpgroup plan transposes in the kernel and they can run with it.)
+    ImplicitGemmFpropPlan c = in;
+    plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, 0, true, tsplit);
+    if (c.wg && c.wg_coop && c.wg_xp) plan = c;
   }
   // Tiles of more rows where an H-complete K step transposed in the kernel then runs: the
   // planner lays out its tiles by the positions they use, widest first, and the
@@ -1449,7 +1475,8 @@ static bool memory_bound_with_w_zeros(const Problem& p, bool split, int nc) {
 std::size_t wgmma_shared_bytes(const ImplicitGemmFpropPlan& plan) {
   const int epi = std::max(plan.wg_epi_bytes, wg::kEpiBytes);
   const std::size_t layout =
-      plan.wg_xp ? std::size_t(wg::xp_area_offset(plan.wg_stages, plan.wg_stage_bytes, epi)) +
+      plan.wg_xp ? std::size_t(wg::xp_area_offset(plan.wg_stages, plan.wg_stage_bytes, epi,
+                                                  plan.wg_coop ? 2 : 1)) +
                        std::size_t(plan.wg_xp_pieces) * plan.wg_xp_piece_bytes +
                        wg::kXpMetaBytes
                  : std::size_t(plan.wg_stages) * plan.wg_stage_bytes +

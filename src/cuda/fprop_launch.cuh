@@ -473,6 +473,24 @@ void launch_wgmma_coop(const wg::Params& fp, const CUtensorMap& map, std::size_t
   }
 }
 
+// The wgmma kernel with two consumer warpgroups over the input transposed in the kernel
+// (channel-major tiles of 128 channels x n positions, n 128, 192 or 256; the transposer
+// warp fills each stage's box once for both), in translation units of their own
+// (fprop_launch_*_xp_coop.cu). Opt-in (CONVT_WG_XP_COOP=1) while it is measured.
+template <typename T>
+void launch_wgmma_xp_coop(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
+                          cudaStream_t stream, int device, int n) {
+  using fprop_detail::launch_wgmma_n;
+  switch (n) {
+    case 128: launch_wgmma_n<T, 128, false, 0, false, 1, 1, true, 2>(fp, map, smem, stream, device); break;
+    case 192: launch_wgmma_n<T, 192, false, 0, false, 1, 1, true, 2>(fp, map, smem, stream, device); break;
+    default:
+      CONVT_CHECK(n == 256, "convt: wgmma tile of two warpgroups of ", n,
+                  " positions over the input transposed in the kernel");
+      launch_wgmma_n<T, 256, false, 0, false, 1, 1, true, 2>(fp, map, smem, stream, device);
+  }
+}
+
 // The wgmma kernel's channel-major tiles with MF W taps stacked in M (64 rows of MF taps x
 // 64 / MF channels, n positions), compiled per (T, MF) in translation units of their own
 // (fprop_launch_*_mfold*.cu).
@@ -785,6 +803,15 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
                     " positions");
         launch_wgmma_xp_pos<T>(fp, map, smem, opt.stream, device, plan.wg_nc,
                                plan.wg_wpairs ? 2 : 1);
+      } else if (plan.wg_coop) {
+#ifdef CONVT_NO_WG_XP_COOP
+        CONVT_CHECK(false, "convt: built without the wgmma tiles of two warpgroups over the "
+                           "input transposed in the kernel");
+#else
+        CONVT_CHECK(!plan.wg_coop_n, "convt: the input transposed in the kernel for two "
+                                     "warpgroups sharing the weight tiles");
+        launch_wgmma_xp_coop<T>(fp, map, smem, opt.stream, device, plan.wg_n);
+#endif
       } else {
         launch_wgmma_xp<T>(fp, map, smem, opt.stream, device, plan.wg_n);
       }
@@ -901,6 +928,7 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
   CONVT_EXTERN_WGMMA_FOLD(T, 24);                                                          \
   CONVT_EXTERN_WGMMA_FOLD(T, 32);                                                          \
   CONVT_EXTERN_WGMMA_XP(T);                                                                \
+  CONVT_EXTERN_WGMMA_XP_COOP(T);                                                           \
   CONVT_EXTERN_WGMMA_COOP(T);                                                              \
   CONVT_EXTERN_WGMMA_MFOLD(T, 2);                                                          \
   CONVT_EXTERN_WGMMA_MFOLD(T, 4);                                                          \
@@ -941,6 +969,21 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
 #define CONVT_INSTANTIATE_WGMMA_MFOLD(T, MF)                                                \
   template void launch_wgmma_mfold<T, MF>(const wg::Params&, const CUtensorMap&,           \
                                           std::size_t, cudaStream_t, int, int)
+#endif
+// The tiles of two warpgroups over the input transposed in the kernel, one unit per T
+// (fprop_launch_*_xp_coop.cu); none where CONVT_NO_WG_XP_COOP is defined (the exported
+// KernelBench files, as for CONVT_NO_WG_MFOLD: an opt-in form; the planner then never takes
+// it).
+#ifdef CONVT_NO_WG_XP_COOP
+#define CONVT_EXTERN_WGMMA_XP_COOP(T) static_assert(true, "")
+#define CONVT_INSTANTIATE_WGMMA_XP_COOP(T) static_assert(true, "")
+#else
+#define CONVT_EXTERN_WGMMA_XP_COOP(T)                                                       \
+  extern template void launch_wgmma_xp_coop<T>(const wg::Params&, const CUtensorMap&,      \
+                                               std::size_t, cudaStream_t, int, int)
+#define CONVT_INSTANTIATE_WGMMA_XP_COOP(T)                                                  \
+  template void launch_wgmma_xp_coop<T>(const wg::Params&, const CUtensorMap&, std::size_t,  \
+                                        cudaStream_t, int, int)
 #endif
 // The folded tiles of NC channels, one unit per (T, NC) (fprop_launch_*_fold*.cu).
 #define CONVT_EXTERN_WGMMA_FOLD(T, NC)                                                      \

@@ -1343,6 +1343,67 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaCoopN,
                          ::testing::Range(0, static_cast<int>(coop_n_cases().size())),
                          indexed_case_name);
 
+// Two consumer warpgroups over the input transposed in the kernel (CONVT_WG_XP_COOP=1 with
+// CONVT_WG_COOP=1 and CONVT_WG_XP=1: ImplicitGemmFpropPlan::wg_coop with wg_xp): the
+// transposer warp fills each stage's box once for both warpgroups. NC... inputs whose rows
+// a tensor map reads in place (W a multiple of 16 bytes); groups of two 64-channel tiles and
+// of more, a second warpgroup of fewer than 64 channels (100 = 64 + 36), bias, dilation,
+// 1-D, 3-D, groups; each tile N they are built for (128, 192, 256). Strict float32 (split
+// TF32) runs its own tiles.
+std::vector<Case> xp_coop_cases() {
+  std::vector<Case> v;
+  auto add = [&](Problem p) { v.push_back({p, Layout::kContiguous}); };
+  // kb64-like: 1-D, 128 -> 128, kernel 3, 600 positions.
+  add(make_problem(1, 3, 128, 128, 1, {600, 1, 1}, {3, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // 2-D, 32 -> 128, kernel 3, 12 x 40.
+  add(make_problem(2, 2, 32, 128, 1, {12, 40, 1}, {3, 3, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // 48 -> 100 (the second warpgroup's 36 channels), kernel 3 x 5, dilation 2 along H.
+  add(make_problem(2, 2, 48, 100, 1, {9, 40, 1}, {3, 5, 1}, {1, 1, 1}, {2, 1, 0}, {0, 0, 0},
+                   {2, 1, 1}, true));
+  // 3-D, 32 -> 128, kernel 3, 3 x 12 x 40.
+  add(make_problem(3, 1, 32, 128, 1, {3, 12, 40}, {3, 3, 3}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // Two groups of 32 -> 128, kernel 3, padding 1, no bias.
+  add(make_problem(2, 2, 64, 256, 2, {10, 24, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, false));
+  // 256 output channels (two tiles of 128), 64 input channels, kernel 2 x 3, 8 x 48.
+  add(make_problem(2, 2, 64, 256, 1, {8, 48, 1}, {2, 3, 1}, {1, 1, 1}, {0, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  return v;
+}
+
+class CudaWgmmaXpCoop : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaXpCoop, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const ScopedEnv coop("CONVT_WG_COOP", "1");
+  const ScopedEnv xp("CONVT_WG_XP", "1");
+  const ScopedEnv xp_coop("CONVT_WG_XP_COOP", "1");
+  static const std::vector<Case> all = xp_coop_cases();
+  const Case& c = all[static_cast<size_t>(GetParam())];
+  for (const char* n : {"", "128", "192"}) {
+    SCOPED_TRACE(std::string("CONVT_WG_N=") + n);
+    const ScopedEnv cap("CONVT_WG_N", n);
+    check_wgmma_case(c, 6151u * uint64_t(GetParam()) + 11,
+                     [&](const Precision& precision, bool split, const std::string& what) {
+                       expect_wgmma_kernel(precision, split, what);
+                       if (split) return;
+                       EXPECT_NE(what.find("128 channels (two warpgroups)"), std::string::npos)
+                           << precision.name << ": " << what;
+                       EXPECT_NE(what.find("input transposed in the kernel"), std::string::npos)
+                           << precision.name << ": " << what;
+                     });
+    if (quick_mode()) break;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaXpCoop,
+                         ::testing::Range(0, static_cast<int>(xp_coop_cases().size())),
+                         indexed_case_name);
+
 // Taps split (ImplicitGemmFpropPlan::wg_tsplit, CONVT_WG_TSPLIT=1): every K step one tap,
 // its box at the tap's offset and the tile's rows x columns exactly. Small planes stacked
 // (DCGAN-like 4 x 4 and 8 x 8 phases, several samples, the last tile's partial), stride 1

@@ -562,6 +562,20 @@ bool memory_bound_with_w_zeros(const Problem& p, double balance) {
   return 2 * macs * double(p.stride[2]) <= balance * bytes;
 }
 
+// A plan of two consumer warpgroups sharing each stage's box (ImplicitGemmFpropPlan::wg_coop,
+// not wg_coop_n): N one they are built for, a stage of the box and then each warpgroup's
+// weight tiles, a staging area for each of their eight warps, at least two stages.
+void expect_two_warpgroups_share_the_box(const Problem& p, const Plan& plan) {
+  EXPECT_TRUE(plan.wg_n == 128 || plan.wg_n == 192 || plan.wg_n == 256) << plan.wg_n;
+  const int64_t wtiles = int64_t(plan.wg_hb) * plan.wg_tmax[2] * plan.wg_cw * plan.wg_bk *
+                         static_cast<int64_t>(convt::dtype_size(p.dtype));
+  EXPECT_EQ(plan.wg_w_half, wtiles);
+  EXPECT_EQ(plan.wg_w_off, plan.wg_box_bytes);
+  EXPECT_GE(plan.wg_stage_bytes, plan.wg_w_off + 2 * wtiles);
+  EXPECT_GE(plan.wg_epi_bytes, 8 * 16 * 72 * 4);  // (8 warps' staging: 16 x 72 floats each)
+  EXPECT_GE(plan.wg_stages, 2);
+}
+
 // A tile far larger than its box (24 of 256 positions valid, two stages holding its two K
 // steps' weight tiles): the MMAs of the last stage read 256 positions past its start, well
 // beyond the stage, and the block's shared memory still holds them (an H100 reported
@@ -589,14 +603,7 @@ TEST(CudaPlanner, TwoWarpgroupTilesShareTheBox) {
     }
     ++coop;
     EXPECT_FALSE(plan.wg_xp);
-    EXPECT_TRUE(plan.wg_n == 128 || plan.wg_n == 192 || plan.wg_n == 256) << plan.wg_n;
-    const int64_t wtiles = int64_t(plan.wg_hb) * plan.wg_tmax[2] * plan.wg_cw * plan.wg_bk *
-                           static_cast<int64_t>(convt::dtype_size(p.dtype));
-    EXPECT_EQ(plan.wg_w_half, wtiles);
-    EXPECT_EQ(plan.wg_w_off, plan.wg_box_bytes);
-    EXPECT_GE(plan.wg_stage_bytes, plan.wg_w_off + 2 * wtiles);
-    EXPECT_GE(plan.wg_epi_bytes, 8 * 16 * 72 * 4);  // (8 warps' staging: 16 x 72 floats each)
-    EXPECT_GE(plan.wg_stages, 2);
+    expect_two_warpgroups_share_the_box(p, plan);
     EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), convt::cuda::wgmma_max_shared_bytes(plan));
     EXPECT_LE(convt::cuda::wgmma_max_shared_bytes(plan), std::size_t(227 * 1024));
     // (Tiles: groups x channel tiles of 128 x the rest, a multiple of those.)
@@ -629,6 +636,74 @@ TEST(CudaPlanner, TwoWarpgroupTilesShareTheBox) {
   kb64.dtype = DType::kBFloat16;
   const Plan k = convt::cuda::plan_implicit_gemm_fprop(kb64.canonical3d(), opt);
   EXPECT_TRUE(k.wg && k.wg_xp && !k.wg_coop) << k.describe();
+}
+
+// Two consumer warpgroups over the input transposed in the kernel (CONVT_WG_XP_COOP=1,
+// ImplicitGemmFpropPlan::wg_coop with wg_xp): never without the setting; with it, only on
+// channel-major tiles of a group with an even count of 64-channel tiles (not sharing the
+// weight tiles, split TF32, read in place, folded, scattered, merged or paired W taps), with
+// the two warpgroups' stage layout (the box, then each one's weight tiles), N one they are
+// built for, a ring of at least four pieces, and the block's shared memory within one block
+// a multiprocessor. kb64 takes them in float32, bfloat16 and float16 when asked (the copy's
+// two warpgroups in float32 and one warpgroup transposing in 16-bit types without).
+TEST(CudaPlanner, TwoWarpgroupsOverTheInputTransposedInTheKernelWhereAsked) {
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma,
+                       [&](const Problem&, MathMode, const Plan& plan) {
+                         EXPECT_FALSE(plan.wg && plan.wg_coop && plan.wg_xp) << plan.describe();
+                       });
+  int both = 0;
+  {
+    const ScopedEnv on("CONVT_WG_XP_COOP", "1");
+    for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
+                                                               const Plan& plan) {
+      if (!plan.usable || !plan.wg || !plan.wg_coop || !plan.wg_xp) return;
+      ++both;
+      const int64_t cog = p.out_channels_per_group();
+      EXPECT_EQ(((cog + 63) / 64) % 2, 0) << cog;
+      EXPECT_TRUE(plan.wg_nc == 0 && !plan.wg_coop_n && !plan.split && !plan.wg_raw &&
+                  plan.wg_fold == 1 && !plan.wg_scatter && !plan.wg_wmerge && !plan.wg_wpairs &&
+                  plan.wg_mfold == 1 && plan.wg_stack == 1)
+          << plan.describe();
+      expect_two_warpgroups_share_the_box(p, plan);
+      EXPECT_GE(plan.wg_xp_pieces, 4);
+      EXPECT_LE(plan.wg_xp_pieces, 16);
+      EXPECT_EQ(convt::cuda::wgmma_max_shared_bytes(plan), std::size_t(227 * 1024));
+      // (The ring after the stages, headers, both warpgroups' staging and EpiInfo and the
+      // barriers, then its pieces and their 1024 bytes of metadata; 1024 more for the
+      // alignment of the block's shared memory.)
+      const std::size_t before_ring = std::size_t(plan.wg_stages) * plan.wg_stage_bytes +
+                                      8 * 384 + std::size_t(plan.wg_epi_bytes) + 2 * 640 + 128;
+      EXPECT_GE(convt::cuda::wgmma_shared_bytes(plan),
+                before_ring + std::size_t(plan.wg_xp_pieces) * plan.wg_xp_piece_bytes + 2048)
+          << plan.describe();
+      EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), std::size_t(227 * 1024));
+      EXPECT_EQ(plan.wg_tiles % (p.groups * ((cog + 127) / 128)), 0);
+    });
+  }
+  EXPECT_GT(both, 0);
+  // kb64 (128 -> 128, kernel 3, 65536 positions, batch 64).
+  Problem kb64 = convt::test::make_problem(1, 64, 128, 128, 1, {65536, 1, 1}, {3, 1, 1},
+                                           {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    kb64.dtype = dt;
+    SCOPED_TRACE(convt::dtype_name(dt));
+    const ExecOptions opt;
+    const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(kb64.canonical3d(), opt);
+    if (dt == DType::kFloat32)
+      EXPECT_TRUE(dflt.wg && dflt.wg_coop && !dflt.wg_xp) << dflt.describe();
+    else
+      EXPECT_TRUE(dflt.wg && dflt.wg_xp && !dflt.wg_coop) << dflt.describe();
+    const ScopedEnv on("CONVT_WG_XP_COOP", "1");
+    const Plan both_plan = convt::cuda::plan_implicit_gemm_fprop(kb64.canonical3d(), opt);
+    EXPECT_TRUE(both_plan.wg && both_plan.wg_coop && both_plan.wg_xp) << both_plan.describe();
+    // (As an sm_90 device would run it: without one the planner's choice is described.)
+    ExecOptions wg_opt;
+    wg_opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+    const std::string what =
+        convt::cuda::describe_plan_without_device(kb64.canonical3d(), wg_opt);
+    EXPECT_NE(what.find("128 channels (two warpgroups)"), std::string::npos) << what;
+    EXPECT_NE(what.find("input transposed in the kernel"), std::string::npos) << what;
+  }
 }
 
 // Two consumer warpgroups sharing the weight tiles (CONVT_WG_COOP_N=1,

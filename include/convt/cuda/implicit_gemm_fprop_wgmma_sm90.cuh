@@ -120,7 +120,8 @@
 // 4's first lane the producer, warp 5 the transposer (kXp) or the copier (has_copier). With
 // two consumer warpgroups (CG = 2: tiles of 128 channels, the weight tiles of channels 64 j ..
 // 64 j + 63 for warpgroup j, the box shared; 288 or 320 threads, one block a multiprocessor)
-// warps 0-7 consume, warp 8 produces and warp 9 copies; with Params::coop_n the two share
+// warps 0-7 consume, warp 8 produces and warp 9 copies or transposes (kXp: the box it
+// transposes into the stage is the one both warpgroups read); with Params::coop_n the two share
 // the weight tiles of 64 channels instead, each with a box of its own over half the rows. The
 // grid is persistent (as many blocks as are resident, two per multiprocessor); the producer
 // takes its block's index as its first tile and the later ones from a global counter (one
@@ -206,9 +207,11 @@ __host__ __device__ constexpr int xp_piece_rows(int bk, int elem) {
 }
 // Pieces along a box row: its wbox columns from up to 7 before the first (a multiple of 8).
 __host__ __device__ constexpr int xp_chunks(int wbox) { return (wbox + 7 + kXpCols - 1) / kXpCols; }
-// Offset of the ring from the (1024-aligned) start of the block's shared memory.
-__host__ __device__ constexpr int xp_area_offset(int stages, int stage_bytes, int epi_bytes) {
-  return (stages * stage_bytes + kMaxStages * kHeaderBytes + epi_bytes + kInfoBytes +
+// Offset of the ring from the (1024-aligned) start of the block's shared memory, past the
+// stages, headers, staging, the cg consumer warpgroups' EpiInfo and the barriers.
+__host__ __device__ constexpr int xp_area_offset(int stages, int stage_bytes, int epi_bytes,
+                                                 int cg = 1) {
+  return (stages * stage_bytes + kMaxStages * kHeaderBytes + epi_bytes + cg * kInfoBytes +
           kBarrierBytes + 1023) / 1024 * 1024;
 }
 
@@ -1781,10 +1784,11 @@ __device__ __forceinline__ void xp_transpose_piece_f32(uint32_t piece, uint32_t 
 // unshifted box; the epilogue sums the taps' columns at their shifts.
 // kXp (16-bit types or TF32, not kSplit or kRaw): the input transposed in the kernel (see the
 // top of this file); map is then the raw tensor map over x, and warp 5 transposes.
-// CG = 2 (channel-major tiles reading the copy or a channels_last input, not kSplit, kRaw,
-// kXp, FOLD or WPH): two consumer warpgroups share each stage's box, warpgroup j with the
-// weight tiles of the tile's channels 64 j .. 64 j + 63 (a tile of 128 channels, the box
-// copied into shared memory once for both), one block a multiprocessor.
+// CG = 2 (channel-major tiles reading the copy, a channels_last input or, with kXp, the
+// input transposed in the kernel; not kSplit, kRaw, FOLD or WPH): two consumer warpgroups
+// share each stage's box, warpgroup j with the weight tiles of the tile's channels 64 j ..
+// 64 j + 63 (a tile of 128 channels, the box copied or transposed into shared memory once
+// for both), one block a multiprocessor.
 template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1,
           int WPH = 1, bool kXp = false, int CG = 1, int MF = 1>
 __global__ void __launch_bounds__(block_threads(kXp,
@@ -1804,9 +1808,9 @@ __global__ void __launch_bounds__(block_threads(kXp,
                 "position-major tiles: m64 blocks of positions, at most 64 channels");
   static_assert(FOLD == 1 || (NC > 0 && !kSplit && !kRaw && NC * FOLD <= 256),
                 "W taps fold into position-major tiles' N, at most 256 columns");
-  static_assert(CG == 1 || (CG == 2 && NC == 0 && !kSplit && !kRaw && !kXp && FOLD == 1 &&
-                            WPH == 1),
-                "two consumer warpgroups: channel-major tiles reading the copy");
+  static_assert(CG == 1 || (CG == 2 && NC == 0 && !kSplit && !kRaw && FOLD == 1 && WPH == 1),
+                "two consumer warpgroups: channel-major tiles reading the copy or the input "
+                "transposed in the kernel");
   static_assert(MF == 1 || ((MF == 2 || MF == 4) && NC == 0 && !kSplit && !kRaw && !kXp &&
                             FOLD == 1 && WPH == 1 && CG == 1),
                 "W taps stacked in M: channel-major tiles of one warpgroup reading the copy");
@@ -1839,7 +1843,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
   const int lane = threadIdx.x % 32;
   // kXp: the ring of pieces, their "full" and "empty" barriers and headers, the trash rows.
   const uint32_t xp_base =
-      smem_addr(smem) + uint32_t(xp_area_offset(p.stages, p.stage_bytes, p.epi_bytes));
+      smem_addr(smem) + uint32_t(xp_area_offset(p.stages, p.stage_bytes, p.epi_bytes, CG));
   const uint32_t xp_meta = xp_base + uint32_t(p.xp_pieces * p.xp_piece_bytes);
   const uint32_t xfull0 = xp_meta, xempty0 = xp_meta + 8 * kXpMaxPieces;
   XpHeader* xhdr =
@@ -2197,13 +2201,14 @@ __global__ void __launch_bounds__(block_threads(kXp,
               hd->w_len = wbytes;
             }
             const uint32_t wcopy = w_kept ? 0u : wbytes;
-            // (kXp: the box comes from the transposer, only the weight tiles by copy.)
+            // (kXp: the box comes from the transposer, only the weight tiles by copy, each
+            // warpgroup's with two.)
             // (coop_n: two boxes, one set of weight tiles.)
             // (Params::box_probe: no box once every stage has had one.)
             const bool box_skip = !kXp && p.box_probe && box_probe_left == 0;
             if (!kXp && p.box_probe && box_probe_left > 0) --box_probe_left;
             const uint32_t nbox = box_skip ? 0u : CG == 2 && p.coop_n ? 2u : 1u;
-            mbar_arrive_expect_tx(full, kXp ? wcopy
+            mbar_arrive_expect_tx(full, kXp ? uint32_t(cgw) * wcopy
                                             : (nbox * uint32_t(p.box_bytes) + uint32_t(cgw) * wcopy) *
                                                   (kSplit ? 2u : 1u));
             // (W taps stacked in M: the box of the phase's taps padded to a multiple of MF.)
