@@ -1314,14 +1314,19 @@ if has xp-coop-test; then
   done
 fi
 if has xp-coop-ab; then
-  # The same setting against the default: KernelBench checked against PyTorch with it
-  # first, then the GPU's time on KernelBench and the model suites (XP_COOP_AB_SUITES),
-  # float32 (TF32) and bfloat16, two rounds; also with a ring of 16 raw pieces
-  # (CONVT_WG_XP_RING=16: stages given up for it), whether the transposer is starved.
+  # The same setting against the default: KernelBench and the fuzzed layers whose plan it
+  # changes (scripts/suites/xp_coop_fuzz.json) checked against PyTorch with it first, then
+  # the GPU's time on those and the model suites (XP_COOP_AB_SUITES), float32 (TF32) and
+  # bfloat16, two rounds; also with a ring of 16 raw pieces (CONVT_WG_XP_RING=16: stages
+  # given up for it), whether the transposer is starved.
   step xp-coop-check env CONVT_WG_XP_COOP=1 python3 -m convt bench --dtype fp32,bf16 \
     --reps 1 --warmup 1 --json "$OUT/xp-coop-check.json" -q
   grep -E "geomean|error|mismatch" "$OUT/xp-coop-check.log" | tail -4 | tee -a "$SUMMARY"
-  for s in ${XP_COOP_AB_SUITES:-kernelbench models scripts/suites/more_models.json}; do
+  step xp-coop-fuzz-check env CONVT_WG_XP_COOP=1 python3 -m convt bench \
+    --suite scripts/suites/xp_coop_fuzz.json --dtype fp32,bf16 --reps 1 --warmup 1 \
+    --json "$OUT/xp-coop-fuzz-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/xp-coop-fuzz-check.log" | tail -4 | tee -a "$SUMMARY"
+  for s in ${XP_COOP_AB_SUITES:-kernelbench scripts/suites/xp_coop_fuzz.json models scripts/suites/more_models.json}; do
     n=$(basename "$s" .json)
     step "xp-coop-ab-$n" python3 scripts/env_ab.py --suite "$s" --dtype fp32,bf16 --rounds 2 \
       --gpu-time --json "$OUT/xp-coop-ab-$n.json" base= xpcoop=CONVT_WG_XP_COOP=1 \

@@ -592,6 +592,8 @@ _AUDIT_WIDE = ["--any-sizes", "--in-channels", "4-256", "--out-channels", "4-256
                "3000"]
 _WIDE = ["--any-sizes", "--in-channels", "4-256", "--out-channels", "4-256", "--groups", "1-2",
          "--dims", "1,2,2,3", "--count", "3000"]
+_XP_COOP = ["--any-sizes", "--in-channels", "8-256", "--out-channels", "65-256", "--groups", "1-2",
+            "--dims", "1,2,2,3", "--max-kernel", "7", "--max-stride", "3", "--count", "3000"]
 _POOLS = {4881: _WIDE + ["--seed", "4881"],
           4890: _NARROW + ["--dims", "1,1,2", "--seed", "4890"],
           4891: _NARROW + ["--dims", "1,2,2,3", "--seed", "4891"],
@@ -604,7 +606,9 @@ _POOLS = {4881: _WIDE + ["--seed", "4881"],
           4901: _VOLUMES + ["--seed", "4901"],
           4911: _ROWS + ["--seed", "4911"],
           4913: _ROWS + ["--seed", "4913"],
-          4915: _AUDIT_WIDE + ["--seed", "4915"]}
+          4915: _AUDIT_WIDE + ["--seed", "4915"],
+          4920: _XP_COOP + ["--seed", "4920"],
+          4921: _XP_COOP + ["--seed", "4921"]}
 
 
 @pytest.mark.parametrize("name,count,seeds", [("sc_segs2_fuzz", 100, (4890, 4891)),
@@ -616,11 +620,14 @@ _POOLS = {4881: _WIDE + ["--seed", "4881"],
                                               ("volume_sparse_heldout", 76, (4901,)),
                                               ("f32_rows_heldout", 80, (4911,)),
                                               ("f32_rows_heldout2", 80, (4913,)),
-                                              ("wtap1_fuzz", 80, (4915,))])
+                                              ("wtap1_fuzz", 80, (4915,)),
+                                              ("xp_coop_fuzz", 50, (4920,)),
+                                              ("xp_coop_heldout", 55, (4921,))])
 def test_multi_pool_draws_are_layers_of_their_pools(tmp_path, name, count, seeds):
     """scripts/suites/sc_segs2_fuzz.json, wup_fuzz.json, sc_wup_heldout.json, sc_xp_fuzz.json,
     sc_xp_heldout.json, volume_sparse_fuzz.json, volume_sparse_heldout.json,
-    f32_rows_heldout.json, f32_rows_heldout2.json and wtap1_fuzz.json hold only layers of the pools their descriptions name, each case id the
+    f32_rows_heldout.json, f32_rows_heldout2.json, wtap1_fuzz.json, xp_coop_fuzz.json and
+    xp_coop_heldout.json hold only layers of the pools their descriptions name, each case id the
     pool's seed and the pool's own id, unchanged; no two cases share an id."""
     import subprocess
     import sys
@@ -653,7 +660,8 @@ def test_held_out_draw_shares_no_layer_with_the_draws_the_rules_were_chosen_on()
     """scripts/suites/sc_wup_heldout.json shares no layer with sc_segs_fuzz.json,
     sc_segs2_fuzz.json or wup_fuzz.json, nor sc_xp_heldout.json with sc_xp_fuzz.json, nor
     volume_sparse_heldout.json with volume_sparse_fuzz.json, nor f32_rows_heldout.json with
-    dispatch_audit_wide.json, nor f32_rows_heldout2.json with either."""
+    dispatch_audit_wide.json, nor f32_rows_heldout2.json with either, nor xp_coop_heldout.json
+    with xp_coop_fuzz.json."""
     root = Path(__file__).resolve().parents[2] / "scripts" / "suites"
     def key(c):
         return (c.dims, c.batch, c.in_channels, c.out_channels, c.groups, tuple(c.input_size),
@@ -670,3 +678,5 @@ def test_held_out_draw_shares_no_layer_with_the_draws_the_rules_were_chosen_on()
     assert not held_rows2 & {key(c) for c in load_suite(root / "dispatch_audit_wide.json").cases}
     held_vol = {key(c) for c in load_suite(root / "volume_sparse_heldout.json").cases}
     assert not held_vol & {key(c) for c in load_suite(root / "volume_sparse_fuzz.json").cases}
+    held_xc = {key(c) for c in load_suite(root / "xp_coop_heldout.json").cases}
+    assert not held_xc & {key(c) for c in load_suite(root / "xp_coop_fuzz.json").cases}
