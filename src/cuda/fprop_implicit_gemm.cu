@@ -1080,30 +1080,52 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
                       plan.wg_stack == 1 &&
                       xp_env != 0 &&
                       (xp_env == 1 || (macs_per_elem <= 768 && fills && (e == 2 || once)));
-    // (Float, unless asked for: the copy's stages only, or the H-complete step's.)
-    const int64_t min_stages =
-        e == 4 && xp_env != 1 ? (hfull ? hfull_stages : plan.wg_stages) : 2;
-    const int64_t hp =
-        std::min<int64_t>(wg::xp_piece_rows(plan.wg_bk, int(e)), plan.wg_hbox);
-    const int64_t piece = hp * plan.wg_bk * wg::kXpCols * e;
-    const int64_t per_step = wg::xp_chunks(plan.wg_wbox) * ((plan.wg_hbox + hp - 1) / hp);
     const int64_t ring_env = std::min<int64_t>(wg_env_int("CONVT_WG_XP_RING"), wg::kXpMaxPieces);
-    const int64_t ring_cap = ring_env > 0 ? ring_env : 2 * per_step;
-    for (int64_t stages = plan.wg_stages; want && stages >= min_stages; --stages) {
-      const int64_t left = stage_budget - stages * plan.wg_stage_bytes - wg::kXpMetaBytes - 1024;
-      const int64_t pieces =
-          std::min<int64_t>({left / piece, ring_cap, int64_t(wg::kXpMaxPieces)});
-      // (CONVT_WG_XP_RING: the whole ring where stages can be given up for it.)
-      if (ring_env > 0 && pieces < ring_cap && stages > min_stages) continue;
-      if (pieces >= wg::kXpMinPieces) {
-        plan.wg_xp = true;
-        plan.wg_xp_early = wg_env_int_or("CONVT_WG_XP_EARLY", 1) != 0;
-        plan.wg_stages = int(stages);
-        plan.wg_xp_pieces = int(pieces);
-        plan.wg_xp_rows = int(hp);
-        plan.wg_xp_piece_bytes = int(piece);
-        break;
+    // The ring for the plan's K step as it stands: its pieces (hp rows x bk channels x
+    // kXpCols columns), the stages given up for it down to the least kept; whether it fits.
+    auto fit_ring = [&]() {
+      // (Float, unless asked for: the copy's stages only, or the H-complete step's.)
+      const int64_t min_stages =
+          e == 4 && xp_env != 1 ? (hfull ? hfull_stages : plan.wg_stages) : 2;
+      const int64_t hp =
+          std::min<int64_t>(wg::xp_piece_rows(plan.wg_bk, int(e)), plan.wg_hbox);
+      const int64_t piece = hp * plan.wg_bk * wg::kXpCols * e;
+      const int64_t per_step = wg::xp_chunks(plan.wg_wbox) * ((plan.wg_hbox + hp - 1) / hp);
+      const int64_t ring_cap = ring_env > 0 ? ring_env : 2 * per_step;
+      for (int64_t stages = plan.wg_stages; stages >= min_stages; --stages) {
+        const int64_t left =
+            stage_budget - stages * plan.wg_stage_bytes - wg::kXpMetaBytes - 1024;
+        const int64_t pieces =
+            std::min<int64_t>({left / piece, ring_cap, int64_t(wg::kXpMaxPieces)});
+        // (CONVT_WG_XP_RING: the whole ring where stages can be given up for it.)
+        if (ring_env > 0 && pieces < ring_cap && stages > min_stages) continue;
+        if (pieces >= wg::kXpMinPieces) {
+          plan.wg_xp = true;
+          plan.wg_xp_early = wg_env_int_or("CONVT_WG_XP_EARLY", 1) != 0;
+          plan.wg_stages = int(stages);
+          plan.wg_xp_pieces = int(pieces);
+          plan.wg_xp_rows = int(hp);
+          plan.wg_xp_piece_bytes = int(piece);
+          return true;
+        }
       }
+      return false;
+    };
+    if (want && !fit_ring() && two_wg) {
+      // (Two warpgroups' stages hold two sets of weight tiles: where the ring does not fit
+      // beside them, a narrower channel block with the same H taps, whose stages leave it
+      // room.)
+      const ImplicitGemmFpropPlan before_ring = plan;
+      bool fitted = false;
+      for (int64_t bk : bks) {
+        if (bk >= before_ring.wg_bk || !bk_allowed(bk)) continue;
+        if (try_step(bk, before_ring.wg_hb, 2) && fit_ring()) {
+          fitted = true;
+          break;
+        }
+        plan = before_ring;
+      }
+      if (!fitted) plan = before_ring;
     }
   }
   // (The H-complete step without the transposition would be only a narrower step.)

@@ -621,8 +621,8 @@ _POOLS = {4881: _WIDE + ["--seed", "4881"],
                                               ("f32_rows_heldout", 80, (4911,)),
                                               ("f32_rows_heldout2", 80, (4913,)),
                                               ("wtap1_fuzz", 80, (4915,)),
-                                              ("xp_coop_fuzz", 50, (4920,)),
-                                              ("xp_coop_heldout", 55, (4921,))])
+                                              ("xp_coop_fuzz", 51, (4920,)),
+                                              ("xp_coop_heldout", 57, (4921,))])
 def test_multi_pool_draws_are_layers_of_their_pools(tmp_path, name, count, seeds):
     """scripts/suites/sc_segs2_fuzz.json, wup_fuzz.json, sc_wup_heldout.json, sc_xp_fuzz.json,
     sc_xp_heldout.json, volume_sparse_fuzz.json, volume_sparse_heldout.json,
