@@ -40,6 +40,7 @@
 #   bash scripts/gpu_check.sh install f32-rows-held2-ab   # the same on a draw made after its bound (2.5) was set
 #   bash scripts/gpu_check.sh install wtap1-ab   # layers of one W tap and a W stride: as dispatched against the TMA kernel forced
 #   bash scripts/gpu_check.sh build xp-coop-test install xp-coop-ab   # two warpgroups over the input transposed in the kernel (CONVT_WG_XP_COOP=1): tests, sanitizers, A/B
+#     (build xp-coop-sanitize: the sanitizers on its tests alone)
 #   AUDIT_SUITE=scripts/suites/dispatch_audit_wide.json bash scripts/gpu_check.sh install dispatch-audit   # the audit on wider groups (4-256 channels, 1-4 groups, strides up to 4)
 #   bash scripts/gpu_check.sh build install wprobe   # the weight tiles' L2 traffic's cost: KernelBench under CONVT_WG_WREUSE=2 (a probe, wrong results)
 #   bash scripts/gpu_check.sh install wup-ab   # zeros inserted along W against without, by input / output bytes (CONVT_WG_WUP=0)
@@ -1304,6 +1305,9 @@ if has xp-coop-test; then
   step xp-coop-test-path env CONVT_WG_XP_COOP=1 "$BUILD/tests/cpp/convt_test_cuda" \
     --gtest_filter='CudaWgmmaPath*:*WgmmaCoop.*'
   grep -E "PASSED|FAILED" "$OUT/xp-coop-test-path.log" | tail -5 | tee -a "$SUMMARY"
+fi
+if has xp-coop-test || has xp-coop-sanitize; then
+  # (xp-coop-sanitize alone: the sanitizers without the tests above, for a call of its own.)
   for tool in ${XP_COOP_SANITIZERS:-memcheck racecheck initcheck}; do
     filter='*WgmmaXpCoop*'
     [ "$tool" = racecheck ] &&
