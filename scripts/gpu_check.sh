@@ -1320,7 +1320,8 @@ fi
 if has xp-coop-ab; then
   # The same setting against the default: KernelBench and the fuzzed layers whose plan it
   # changes (scripts/suites/xp_coop_fuzz.json) checked against PyTorch with it first, then
-  # the GPU's time on those and the model suites (XP_COOP_AB_SUITES), float32 (TF32) and
+  # the GPU's time on those (XP_COOP_AB_SUITES; of KernelBench only kb64 changes, the others
+  # stand as the control; no layer of the model suites changes), float32 (TF32) and
   # bfloat16, two rounds; also with a ring of 16 raw pieces (CONVT_WG_XP_RING=16: stages
   # given up for it), whether the transposer is starved.
   step xp-coop-check env CONVT_WG_XP_COOP=1 python3 -m convt bench --dtype fp32,bf16 \
@@ -1330,7 +1331,7 @@ if has xp-coop-ab; then
     --suite scripts/suites/xp_coop_fuzz.json --dtype fp32,bf16 --reps 1 --warmup 1 \
     --json "$OUT/xp-coop-fuzz-check.json" -q
   grep -E "geomean|error|mismatch" "$OUT/xp-coop-fuzz-check.log" | tail -4 | tee -a "$SUMMARY"
-  for s in ${XP_COOP_AB_SUITES:-kernelbench scripts/suites/xp_coop_fuzz.json models scripts/suites/more_models.json}; do
+  for s in ${XP_COOP_AB_SUITES:-kernelbench scripts/suites/xp_coop_fuzz.json}; do
     n=$(basename "$s" .json)
     step "xp-coop-ab-$n" python3 scripts/env_ab.py --suite "$s" --dtype fp32,bf16 --rounds 2 \
       --gpu-time --json "$OUT/xp-coop-ab-$n.json" base= xpcoop=CONVT_WG_XP_COOP=1 \
