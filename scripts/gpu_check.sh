@@ -41,6 +41,8 @@
 #   bash scripts/gpu_check.sh install wtap1-ab   # layers of one W tap and a W stride: as dispatched against the TMA kernel forced
 #   bash scripts/gpu_check.sh build xp-coop-test install xp-coop-ab   # two warpgroups over the input transposed in the kernel (CONVT_WG_XP_COOP=1): tests, sanitizers, A/B
 #     (build xp-coop-sanitize: the sanitizers on its tests alone)
+#   bash scripts/gpu_check.sh install xp-coop-held-ab   # its default rule on the held-out draw
+#   bash scripts/gpu_check.sh install export-time   # an exported solution's first build and check (EXPORT_CASE)
 #   AUDIT_SUITE=scripts/suites/dispatch_audit_wide.json bash scripts/gpu_check.sh install dispatch-audit   # the audit on wider groups (4-256 channels, 1-4 groups, strides up to 4)
 #   bash scripts/gpu_check.sh build install wprobe   # the weight tiles' L2 traffic's cost: KernelBench under CONVT_WG_WREUSE=2 (a probe, wrong results)
 #   bash scripts/gpu_check.sh install wup-ab   # zeros inserted along W against without, by input / output bytes (CONVT_WG_WUP=0)
@@ -1338,6 +1340,29 @@ if has xp-coop-ab; then
       xpring=CONVT_WG_XP_COOP=1,CONVT_WG_XP_RING=16
     python3 scripts/ab_summary.py "$OUT/xp-coop-ab-$n.log" | tee -a "$SUMMARY"
   done
+fi
+if has xp-coop-held-ab; then
+  # The default rule for two warpgroups over the input transposed in the kernel
+  # (xp_coop_mode in src/cuda/fprop_implicit_gemm.cu) on layers drawn for checking it
+  # (scripts/suites/xp_coop_heldout.json, pool 4921): checked against PyTorch by default
+  # first, then the GPU's time without the form (=0), by default and wherever it can run (=1).
+  step xp-coop-held-check python3 -m convt bench --suite scripts/suites/xp_coop_heldout.json \
+    --dtype fp32,bf16 --reps 1 --warmup 1 --json "$OUT/xp-coop-held-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/xp-coop-held-check.log" | tail -4 | tee -a "$SUMMARY"
+  step xp-coop-held-ab python3 scripts/env_ab.py --suite scripts/suites/xp_coop_heldout.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/xp-coop-held-ab.json" \
+    off=CONVT_WG_XP_COOP=0 rule= all=CONVT_WG_XP_COOP=1
+  python3 scripts/ab_summary.py "$OUT/xp-coop-held-ab.log" | tee -a "$SUMMARY"
+fi
+if has export-time; then
+  # An exported KernelBench solution's first build (load_inline, all cores) and check:
+  # EXPORT_CASE (default kb64) through kernelbench-check, forward only, one trial.
+  ec=${EXPORT_CASE:-kb64}
+  python3 -m convt export-kernelbench --from-suite kernelbench --case "$ec" -o "$OUT/kbprob" -q
+  python3 -m convt export-kernelbench "$(ls "$OUT"/kbprob/*.py | head -1)" -o "$OUT/kbsol.py" -q
+  step export-time python3 -m convt kernelbench-check "$(ls "$OUT"/kbprob/*.py | head -1)" \
+    "$OUT/kbsol.py" --trials 1 --reps 5 --no-backward --math default
+  rm -rf "$OUT/kbprob" "$OUT/kbsol.py"
 fi
 if has kernel-times; then
   # The GPU's time alone, convt against PyTorch, case by case, with each side's kernels

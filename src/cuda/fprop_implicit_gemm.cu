@@ -312,15 +312,27 @@ static int wg_env_int_or(const char* name, int unset) {
 // channels, where one warpgroup's tiles of 64 channels transpose every input element once
 // per 64-channel tile and the copy's two-warpgroup tiles pay for a copy kernel first (kb64
 // in float32 on an H200: the copy kernel 1.23 of 2.85 ms, the one-warpgroup transposition
-// 2.87 ms; docs/kernels.md, "Where the time goes on an H200"). Opt-in while it is measured:
-// CONVT_WG_XP_COOP=1 takes it wherever the one-warpgroup plan transposes in the kernel and
-// two warpgroups can run; unset or 0, never. Not in a build without its kernels
-// (CONVT_NO_WG_XP_COOP: see fprop_launch.cuh).
-static bool xp_coop_wanted() {
+// 2.87 ms; docs/kernels.md, "Where the time goes on an H200"). Taken where the transposition
+// would otherwise run on one warpgroup or the copy on two, the two warpgroups can run with
+// it at the K step the plan has, and that step holds at least kXpCoopMinStepBytes of each
+// position (channels x H taps x W taps x the element's bytes): a narrower step (bfloat16's
+// 16 channels x one tap) leaves each K step's barrier rounds and transposition latency
+// over too few MMAs, and a channel block narrowed to make room for the ring loses more than
+// the copy costs. Measured on an H200 (GPU time; docs/kernels.md, "Two warpgroups over the
+// input transposed in the kernel"): kb64 1.39x float32 / 1.37x bfloat16; over the 51 fuzzed
+// layers whose plan the form changes when taken everywhere it can run
+// (scripts/suites/xp_coop_fuzz.json), everywhere 1.035x / 1.053x, 0.69x-0.75x where the
+// channel block was narrowed and 0.83x-0.99x at 32-byte steps. CONVT_WG_XP_COOP=0 never
+// takes it, =1 wherever it can run (narrowing the channel block for the ring where needed).
+// Not in a build without its kernels (CONVT_NO_WG_XP_COOP: see fprop_launch.cuh).
+constexpr int64_t kXpCoopMinStepBytes = 64;
+// -1: the rule above; 0: never; 1: wherever it can run.
+static int xp_coop_mode() {
 #ifdef CONVT_NO_WG_XP_COOP
-  return false;
+  return 0;
 #else
-  return wg_env_int("CONVT_WG_XP_COOP") == 1;
+  const int v = wg_env_int_or("CONVT_WG_XP_COOP", -1);
+  return v == 0 || v == 1 ? v : -1;
 #endif
 }
 
@@ -1073,10 +1085,14 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
                       plan.wg_hb >= tmax[1];
     // (W phase pairs transposed in the kernel are built for 16-bit position-major tiles
     // only.)
-    // (Two warpgroups: sharing the box, where asked for, xp_coop_wanted.)
+    // (Two warpgroups: sharing the box, where xp_coop_mode takes it.)
+    const int xp_coop = xp_coop_mode();
+    const bool coop_step =
+        xp_coop == 1 || (xp_coop == -1 && plan.wg_bk * plan.wg_hb * tmax[2] * e >=
+                                               kXpCoopMinStepBytes);
     const bool want = xp_ok && copies == 1 && !raw && fold == 1 && mfold == 1 && !tsplit &&
                       !(wpairs && (e == 4 || nc == 0)) &&
-                      (!two_wg || (coop && !coop_n && xp_coop_wanted())) &&
+                      (!two_wg || (coop && !coop_n && coop_step)) &&
                       plan.wg_stack == 1 &&
                       xp_env != 0 &&
                       (xp_env == 1 || (macs_per_elem <= 768 && fills && (e == 2 || once)));
@@ -1111,10 +1127,10 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       }
       return false;
     };
-    if (want && !fit_ring() && two_wg) {
+    if (want && !fit_ring() && two_wg && xp_coop == 1) {
       // (Two warpgroups' stages hold two sets of weight tiles: where the ring does not fit
-      // beside them, a narrower channel block with the same H taps, whose stages leave it
-      // room.)
+      // beside them and CONVT_WG_XP_COOP=1 asks, a narrower channel block with the same H
+      // taps, whose stages leave it room.)
       const ImplicitGemmFpropPlan before_ring = plan;
       bool fitted = false;
       for (int64_t bk : bks) {
@@ -1318,9 +1334,9 @@ static void plan_wgmma_tile_as(const Problem& p, ImplicitGemmFpropPlan& plan, bo
     plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, 0, true, tsplit);
     if (c.wg && c.wg_coop) plan = c;
   } else if (coop_env == -1 && plan.wg && plan.wg_xp && !plan.wg_coop && plan.wg_nc == 0 &&
-             xp_coop_wanted()) {
-    // (CONVT_WG_XP_COOP=1: two warpgroups sharing the box the transposer fills, where the
-    // one-warpgroup plan transposes in the kernel and they can run with it.)
+             xp_coop_mode() != 0) {
+    // (Two warpgroups sharing the box the transposer fills, where the one-warpgroup plan
+    // transposes in the kernel and they can run with it: xp_coop_mode.)
     ImplicitGemmFpropPlan c = in;
     plan_wgmma_tile_capped(p, c, raw, wmerge, wpairs, xp_ok, 0, true, tsplit);
     if (c.wg && c.wg_coop && c.wg_xp) plan = c;

@@ -476,7 +476,7 @@ void launch_wgmma_coop(const wg::Params& fp, const CUtensorMap& map, std::size_t
 // The wgmma kernel with two consumer warpgroups over the input transposed in the kernel
 // (channel-major tiles of 128 channels x n positions, n 128, 192 or 256; the transposer
 // warp fills each stage's box once for both), in translation units of their own
-// (fprop_launch_*_xp_coop.cu). Opt-in (CONVT_WG_XP_COOP=1) while it is measured.
+// (fprop_launch_*_xp_coop.cu). Where the planner takes it: xp_coop_mode (fprop_implicit_gemm.cu).
 template <typename T>
 void launch_wgmma_xp_coop(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
                           cudaStream_t stream, int device, int n) {
@@ -971,9 +971,8 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
                                           std::size_t, cudaStream_t, int, int)
 #endif
 // The tiles of two warpgroups over the input transposed in the kernel, one unit per T
-// (fprop_launch_*_xp_coop.cu); none where CONVT_NO_WG_XP_COOP is defined (the exported
-// KernelBench files, as for CONVT_NO_WG_MFOLD: an opt-in form; the planner then never takes
-// it).
+// (fprop_launch_*_xp_coop.cu); none where CONVT_NO_WG_XP_COOP is defined (a build that
+// leaves them out; the planner then never takes the form).
 #ifdef CONVT_NO_WG_XP_COOP
 #define CONVT_EXTERN_WGMMA_XP_COOP(T) static_assert(true, "")
 #define CONVT_INSTANTIATE_WGMMA_XP_COOP(T) static_assert(true, "")

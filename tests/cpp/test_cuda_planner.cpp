@@ -584,8 +584,11 @@ void expect_two_warpgroups_share_the_box(const Problem& p, const Plan& plan) {
 // where a channel-major tile reads the copy (not split TF32, folded, scattered, merged or
 // paired W taps) of a group with an even count of 64-channel tiles; a stage then holds the
 // box and two warpgroups' weight tiles, N is one the kernel is built for, the block's shared
-// memory fits one block a multiprocessor, and the tiles count channel tiles of 128.
+// memory fits one block a multiprocessor, and the tiles count channel tiles of 128. (Here
+// with CONVT_WG_XP_COOP=0: the two warpgroups over the copy only; the transposition over
+// them has its own test below.)
 TEST(CudaPlanner, TwoWarpgroupTilesShareTheBox) {
+  const ScopedEnv no_xp_coop("CONVT_WG_XP_COOP", "0");
   setenv("CONVT_WG_COOP", "1", 1);
   int coop = 0, eligible_not = 0;
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
@@ -612,7 +615,8 @@ TEST(CudaPlanner, TwoWarpgroupTilesShareTheBox) {
   unsetenv("CONVT_WG_COOP");
   EXPECT_GT(coop, 20);
   EXPECT_GT(eligible_not, 20);  // (one 64-channel tile, or an odd count of them)
-  // By default: wherever they can run and the input is not transposed in the kernel.
+  // By default (without the transposition over them): wherever they can run and the input
+  // is not transposed in the kernel.
   int by_default = 0;
   for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
                                                              const Plan& plan) {
@@ -638,49 +642,84 @@ TEST(CudaPlanner, TwoWarpgroupTilesShareTheBox) {
   EXPECT_TRUE(k.wg && k.wg_xp && !k.wg_coop) << k.describe();
 }
 
-// Two consumer warpgroups over the input transposed in the kernel (CONVT_WG_XP_COOP=1,
-// ImplicitGemmFpropPlan::wg_coop with wg_xp): never without the setting; with it, only on
-// channel-major tiles of a group with an even count of 64-channel tiles (not sharing the
-// weight tiles, split TF32, read in place, folded, scattered, merged or paired W taps), with
-// the two warpgroups' stage layout (the box, then each one's weight tiles), N one they are
-// built for, a ring of at least four pieces, and the block's shared memory within one block
-// a multiprocessor. kb64 takes them in float32, bfloat16 and float16 when asked (the copy's
-// two warpgroups in float32 and one warpgroup transposing in 16-bit types without).
-TEST(CudaPlanner, TwoWarpgroupsOverTheInputTransposedInTheKernelWhereAsked) {
-  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma,
-                       [&](const Problem&, MathMode, const Plan& plan) {
-                         EXPECT_FALSE(plan.wg && plan.wg_coop && plan.wg_xp) << plan.describe();
-                       });
-  int both = 0;
+// Two consumer warpgroups over the input transposed in the kernel (ImplicitGemmFpropPlan::
+// wg_coop with wg_xp). CONVT_WG_XP_COOP=0: never. =1: only on channel-major tiles of a group
+// with an even count of 64-channel tiles (not sharing the weight tiles, split TF32, read in
+// place, folded, scattered, merged or paired W taps), with the two warpgroups' stage layout
+// (the box, then each one's weight tiles), N one they are built for, a ring of at least four
+// pieces, and the block's shared memory within one block a multiprocessor. By default: a
+// subset of those, each the same plan as with =1, whose K step holds at least 64 bytes of
+// each position, and none where =1 narrowed the channel block to fit the ring; some layers
+// the setting takes are left out on each count. kb64 takes them in float32, bfloat16 and
+// float16 by default (the copy's two warpgroups in float32 and one warpgroup transposing in
+// 16-bit types without).
+TEST(CudaPlanner, TwoWarpgroupsOverTheInputTransposedInTheKernel) {
   {
-    const ScopedEnv on("CONVT_WG_XP_COOP", "1");
-    for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode,
-                                                               const Plan& plan) {
-      if (!plan.usable || !plan.wg || !plan.wg_coop || !plan.wg_xp) return;
-      ++both;
-      const int64_t cog = p.out_channels_per_group();
-      EXPECT_EQ(((cog + 63) / 64) % 2, 0) << cog;
-      EXPECT_TRUE(plan.wg_nc == 0 && !plan.wg_coop_n && !plan.split && !plan.wg_raw &&
-                  plan.wg_fold == 1 && !plan.wg_scatter && !plan.wg_wmerge && !plan.wg_wpairs &&
-                  plan.wg_mfold == 1 && plan.wg_stack == 1)
-          << plan.describe();
-      expect_two_warpgroups_share_the_box(p, plan);
-      EXPECT_GE(plan.wg_xp_pieces, 4);
-      EXPECT_LE(plan.wg_xp_pieces, 16);
-      EXPECT_EQ(convt::cuda::wgmma_max_shared_bytes(plan), std::size_t(227 * 1024));
-      // (The ring after the stages, headers, both warpgroups' staging and EpiInfo and the
-      // barriers, then its pieces and their 1024 bytes of metadata; 1024 more for the
-      // alignment of the block's shared memory.)
-      const std::size_t before_ring = std::size_t(plan.wg_stages) * plan.wg_stage_bytes +
-                                      8 * 384 + std::size_t(plan.wg_epi_bytes) + 2 * 640 + 128;
-      EXPECT_GE(convt::cuda::wgmma_shared_bytes(plan),
-                before_ring + std::size_t(plan.wg_xp_pieces) * plan.wg_xp_piece_bytes + 2048)
-          << plan.describe();
-      EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), std::size_t(227 * 1024));
-      EXPECT_EQ(plan.wg_tiles % (p.groups * ((cog + 127) / 128)), 0);
-    });
+    const ScopedEnv off("CONVT_WG_XP_COOP", "0");
+    for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma,
+                         [&](const Problem&, MathMode, const Plan& plan) {
+                           EXPECT_FALSE(plan.wg && plan.wg_coop && plan.wg_xp) << plan.describe();
+                         });
   }
-  EXPECT_GT(both, 0);
+  int both = 0, by_default = 0, short_step = 0;
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode math,
+                                                             const Plan& dflt) {
+    ExecOptions o;
+    o.math = math;
+    o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+    const auto [plan, plan_d] = plan_under("CONVT_WG_XP_COOP", "1", p, o);
+    const auto [off, off_d] = plan_under("CONVT_WG_XP_COOP", "0", p, o);
+    const int64_t e = static_cast<int64_t>(convt::dtype_size(p.dtype));
+    if (dflt.usable && dflt.wg && dflt.wg_coop && dflt.wg_xp) {
+      ++by_default;
+      EXPECT_EQ(dflt.describe(), plan.describe());
+      EXPECT_GE(int64_t(dflt.wg_bk) * dflt.wg_hb * dflt.wg_tmax[2] * e, 64) << dflt.describe();
+    }
+    if (!plan.usable || !plan.wg || !plan.wg_coop || !plan.wg_xp) return;
+    ++both;
+    const bool taken = dflt.wg && dflt.wg_coop && dflt.wg_xp;
+    if (int64_t(plan.wg_bk) * plan.wg_hb * plan.wg_tmax[2] * e < 64) {
+      ++short_step;
+      EXPECT_FALSE(taken) << plan.describe();
+    }
+    if (off.wg && off.wg_coop && plan.wg_bk < off.wg_bk) EXPECT_FALSE(taken) << plan.describe();
+    const int64_t cog = p.out_channels_per_group();
+    EXPECT_EQ(((cog + 63) / 64) % 2, 0) << cog;
+    EXPECT_TRUE(plan.wg_nc == 0 && !plan.wg_coop_n && !plan.split && !plan.wg_raw &&
+                plan.wg_fold == 1 && !plan.wg_scatter && !plan.wg_wmerge && !plan.wg_wpairs &&
+                plan.wg_mfold == 1 && plan.wg_stack == 1)
+        << plan.describe();
+    expect_two_warpgroups_share_the_box(p, plan);
+    EXPECT_GE(plan.wg_xp_pieces, 4);
+    EXPECT_LE(plan.wg_xp_pieces, 16);
+    EXPECT_EQ(convt::cuda::wgmma_max_shared_bytes(plan), std::size_t(227 * 1024));
+    // (The ring after the stages, headers, both warpgroups' staging and EpiInfo and the
+    // barriers, then its pieces and their 1024 bytes of metadata; 1024 more for the
+    // alignment of the block's shared memory.)
+    const std::size_t before_ring = std::size_t(plan.wg_stages) * plan.wg_stage_bytes +
+                                    8 * 384 + std::size_t(plan.wg_epi_bytes) + 2 * 640 + 128;
+    EXPECT_GE(convt::cuda::wgmma_shared_bytes(plan),
+              before_ring + std::size_t(plan.wg_xp_pieces) * plan.wg_xp_piece_bytes + 2048)
+        << plan.describe();
+    EXPECT_LE(convt::cuda::wgmma_shared_bytes(plan), std::size_t(227 * 1024));
+    EXPECT_EQ(plan.wg_tiles % (p.groups * ((cog + 127) / 128)), 0);
+  });
+  EXPECT_GT(both, by_default);
+  EXPECT_GT(by_default, 0);
+  EXPECT_GT(short_step, 0);
+  // A layer where =1 narrows the channel block for the ring (179 -> 218, kernel 2, float32:
+  // steps of 32 channels with the copy, 16 transposed), which the default leaves to the copy.
+  {
+    Problem p = convt::test::make_problem(1, 64, 179, 218, 1, {2636, 1, 1}, {2, 1, 1},
+                                          {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, true);
+    p = p.canonical3d();
+    const ExecOptions opt;
+    const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(p, opt);
+    const auto [plan, plan_d] = plan_under("CONVT_WG_XP_COOP", "1", p, opt);
+    EXPECT_TRUE(plan.wg && plan.wg_coop && plan.wg_xp && plan.wg_bk < dflt.wg_bk)
+        << plan.describe();
+    EXPECT_TRUE(dflt.wg && dflt.wg_coop && !dflt.wg_xp) << dflt.describe();
+  }
   // kb64 (128 -> 128, kernel 3, 65536 positions, batch 64).
   Problem kb64 = convt::test::make_problem(1, 64, 128, 128, 1, {65536, 1, 1}, {3, 1, 1},
                                            {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);
@@ -689,13 +728,15 @@ TEST(CudaPlanner, TwoWarpgroupsOverTheInputTransposedInTheKernelWhereAsked) {
     SCOPED_TRACE(convt::dtype_name(dt));
     const ExecOptions opt;
     const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(kb64.canonical3d(), opt);
-    if (dt == DType::kFloat32)
-      EXPECT_TRUE(dflt.wg && dflt.wg_coop && !dflt.wg_xp) << dflt.describe();
-    else
-      EXPECT_TRUE(dflt.wg && dflt.wg_xp && !dflt.wg_coop) << dflt.describe();
-    const ScopedEnv on("CONVT_WG_XP_COOP", "1");
-    const Plan both_plan = convt::cuda::plan_implicit_gemm_fprop(kb64.canonical3d(), opt);
-    EXPECT_TRUE(both_plan.wg && both_plan.wg_coop && both_plan.wg_xp) << both_plan.describe();
+    EXPECT_TRUE(dflt.wg && dflt.wg_coop && dflt.wg_xp) << dflt.describe();
+    {
+      const ScopedEnv off("CONVT_WG_XP_COOP", "0");
+      const Plan o = convt::cuda::plan_implicit_gemm_fprop(kb64.canonical3d(), opt);
+      if (dt == DType::kFloat32)
+        EXPECT_TRUE(o.wg && o.wg_coop && !o.wg_xp) << o.describe();
+      else
+        EXPECT_TRUE(o.wg && o.wg_xp && !o.wg_coop) << o.describe();
+    }
     // (As an sm_90 device would run it: without one the planner's choice is described.)
     ExecOptions wg_opt;
     wg_opt.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
