@@ -42,6 +42,7 @@
 #   bash scripts/gpu_check.sh build xp-coop-test install xp-coop-ab   # two warpgroups over the input transposed in the kernel (CONVT_WG_XP_COOP=1): tests, sanitizers, A/B
 #     (build xp-coop-sanitize: the sanitizers on its tests alone)
 #   bash scripts/gpu_check.sh install xp-coop-held-ab   # its default rule on the held-out draw
+#   bash scripts/gpu_check.sh install xp-coop-macs-ab   # two warpgroups transposing past 768 multiply-adds per input element (CONVT_WG_XP_COOP_MACS)
 #   bash scripts/gpu_check.sh install export-time   # an exported solution's first build and check (EXPORT_CASE)
 #   AUDIT_SUITE=scripts/suites/dispatch_audit_wide.json bash scripts/gpu_check.sh install dispatch-audit   # the audit on wider groups (4-256 channels, 1-4 groups, strides up to 4)
 #   bash scripts/gpu_check.sh build install wprobe   # the weight tiles' L2 traffic's cost: KernelBench under CONVT_WG_WREUSE=2 (a probe, wrong results)
@@ -1353,6 +1354,25 @@ if has xp-coop-held-ab; then
     --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/xp-coop-held-ab.json" \
     off=CONVT_WG_XP_COOP=0 rule= all=CONVT_WG_XP_COOP=1
   python3 scripts/ab_summary.py "$OUT/xp-coop-held-ab.log" | tee -a "$SUMMARY"
+fi
+if has xp-coop-macs-ab; then
+  # Two warpgroups over the input transposed in the kernel past one warpgroup's bound of 768
+  # multiply-adds per input element (CONVT_WG_XP_COOP_MACS): the layers whose plan a bound of
+  # 4096 changes (scripts/suites/xp_coop_macs_fuzz.json, pool 4930; XP_COOP_MACS_SUITE for
+  # the held-out draw, xp_coop_macs_heldout.json) checked against PyTorch with it first,
+  # then the GPU's time at 768 (the default), 1536, 2304 and 4096, and KernelBench's kb69
+  # (1920) with it.
+  ms=${XP_COOP_MACS_SUITE:-scripts/suites/xp_coop_macs_fuzz.json}
+  step xp-coop-macs-check env CONVT_WG_XP_COOP_MACS=4096 python3 -m convt bench --suite "$ms" \
+    --dtype fp32,bf16 --reps 1 --warmup 1 --json "$OUT/xp-coop-macs-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/xp-coop-macs-check.log" | tail -4 | tee -a "$SUMMARY"
+  step xp-coop-macs-ab python3 scripts/env_ab.py --suite "$ms" --dtype fp32,bf16 --rounds 2 \
+    --gpu-time --json "$OUT/xp-coop-macs-ab.json" base= m1536=CONVT_WG_XP_COOP_MACS=1536 \
+    m2304=CONVT_WG_XP_COOP_MACS=2304 m4096=CONVT_WG_XP_COOP_MACS=4096
+  python3 scripts/ab_summary.py "$OUT/xp-coop-macs-ab.log" | tee -a "$SUMMARY"
+  step xp-coop-macs-kb python3 scripts/env_ab.py --cases kb69 --dtype bf16 --rounds 2 \
+    --gpu-time base= m4096=CONVT_WG_XP_COOP_MACS=4096
+  tail -3 "$OUT/xp-coop-macs-kb.log" | tee -a "$SUMMARY"
 fi
 if has export-time; then
   # An exported KernelBench solution's first build (load_inline, all cores) and check:

@@ -326,6 +326,15 @@ static int wg_env_int_or(const char* name, int unset) {
 // takes it, =1 wherever it can run (narrowing the channel block for the ring where needed).
 // Not in a build without its kernels (CONVT_NO_WG_XP_COOP: see fprop_launch.cuh).
 constexpr int64_t kXpCoopMinStepBytes = 64;
+// The most multiply-adds per input element (output channels per group x taps) at which two
+// warpgroups take the transposition (one warpgroup's bound is 768; see the transposition's
+// rules in plan_wgmma_tile_capped). Two warpgroups transpose each input element once per
+// 128 channels where one transposes it once per 64, so the copy they save may pay up to a
+// higher bound. CONVT_WG_XP_COOP_MACS=M (being measured; unset: 768, the same bound).
+static double xp_coop_macs() {
+  const int v = wg_env_int("CONVT_WG_XP_COOP_MACS");
+  return v > 0 ? double(v) : 768.0;
+}
 // -1: the rule above; 0: never; 1: wherever it can run.
 static int xp_coop_mode() {
 #ifdef CONVT_NO_WG_XP_COOP
@@ -1095,7 +1104,9 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
                       (!two_wg || (coop && !coop_n && coop_step)) &&
                       plan.wg_stack == 1 &&
                       xp_env != 0 &&
-                      (xp_env == 1 || (macs_per_elem <= 768 && fills && (e == 2 || once)));
+                      (xp_env == 1 ||
+                       (macs_per_elem <= (two_wg ? xp_coop_macs() : 768) && fills &&
+                        (e == 2 || once)));
     const int64_t ring_env = std::min<int64_t>(wg_env_int("CONVT_WG_XP_RING"), wg::kXpMaxPieces);
     // The ring for the plan's K step as it stands: its pieces (hp rows x bk channels x
     // kXpCols columns), the stages given up for it down to the least kept; whether it fits.

@@ -2326,12 +2326,15 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaScatter,
 // kernel, off): the W phase pairs transposed in the kernel over scattered W taps in 16-bit
 // types (1-D, stride 2, 13 and 9 output channels); volumes of sparse tiles (26% used) and
 // of stacked planes on the wgmma kernel outside strict float32; strided 1-D float32 layers
-// of output channels x W taps over 2.5 x the input channels on it in TF32.
+// of output channels x W taps over 2.5 x the input channels on it in TF32; and (the rule
+// of the same day) two warpgroups over the input transposed in the kernel outside strict
+// float32 (128 -> 128, and 100 -> 200, whose second 128-channel tile holds 72 channels and
+// whose 16-bit K step of 16 channels x 2 W taps holds the rule's least 64 bytes).
 TEST(CudaDispatchRules, LayersTheRulesMoveMatchTheOracle) {
   const std::string reason = wgmma_unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << reason;
   const ScopedEnv few("CONVT_WG_FEW_STEPS", "0");
-  enum Rule { kPairs, kVolume, kRow };
+  enum Rule { kPairs, kVolume, kRow, kXpCoop };
   struct RuleCase {
     Problem problem;
     Rule rule;
@@ -2354,7 +2357,13 @@ TEST(CudaDispatchRules, LayersTheRulesMoveMatchTheOracle) {
        kRow},
       {make_problem(1, 2, 64, 173, 1, {500, 1, 1}, {7, 1, 1}, {3, 1, 1}, {2, 0, 0}, {1, 0, 0},
                     {1, 1, 1}, false),
-       kRow}};
+       kRow},
+      {make_problem(1, 2, 128, 128, 1, {4096, 1, 1}, {3, 1, 1}, {1, 1, 1}, {1, 0, 0}, {0, 0, 0},
+                    {1, 1, 1}, true),
+       kXpCoop},
+      {make_problem(1, 2, 100, 200, 1, {3000, 1, 1}, {2, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                    {1, 1, 1}, true),
+       kXpCoop}};
   uint64_t seed = 7919u;
   for (const RuleCase& rc : cases) {
     SCOPED_TRACE(rc.problem.to_string());
@@ -2380,6 +2389,12 @@ TEST(CudaDispatchRules, LayersTheRulesMoveMatchTheOracle) {
       if ((rc.rule == kVolume && !split) || (rc.rule == kRow && tf32))
         EXPECT_NE(what.find("wgmma persistent"), std::string::npos)
             << precision.name << ": " << what;
+      if (rc.rule == kXpCoop && !split) {
+        EXPECT_NE(what.find("(two warpgroups)"), std::string::npos)
+            << precision.name << ": " << what;
+        EXPECT_NE(what.find("transposed in the kernel"), std::string::npos)
+            << precision.name << ": " << what;
+      }
       check_all_directions(rc.problem, Layout::kContiguous, precision, seed++);
     }
   }

@@ -745,6 +745,22 @@ TEST(CudaPlanner, TwoWarpgroupsOverTheInputTransposedInTheKernel) {
     EXPECT_NE(what.find("128 channels (two warpgroups)"), std::string::npos) << what;
     EXPECT_NE(what.find("input transposed in the kernel"), std::string::npos) << what;
   }
+  // CONVT_WG_XP_COOP_MACS: kb69 in bfloat16 (64 -> 128, 3 x 5 taps: 1920 multiply-adds per
+  // input element) takes the copy's two warpgroups by default and transposes in the kernel
+  // with a bound of 2048.
+  Problem kb69 = convt::test::make_problem(2, 64, 64, 128, 1, {128, 256, 1}, {3, 5, 1},
+                                           {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  kb69.dtype = DType::kBFloat16;
+  {
+    const ExecOptions opt;
+    const Plan dflt = convt::cuda::plan_implicit_gemm_fprop(kb69.canonical3d(), opt);
+    EXPECT_TRUE(dflt.wg && dflt.wg_coop && !dflt.wg_xp) << dflt.describe();
+    const auto [low, low_d] = plan_under("CONVT_WG_XP_COOP_MACS", "1900", kb69.canonical3d(), opt);
+    EXPECT_EQ(low.describe(), dflt.describe());
+    const auto [high, high_d] =
+        plan_under("CONVT_WG_XP_COOP_MACS", "2048", kb69.canonical3d(), opt);
+    EXPECT_TRUE(high.wg && high.wg_coop && high.wg_xp) << high.describe();
+  }
 }
 
 // Two consumer warpgroups sharing the weight tiles (CONVT_WG_COOP_N=1,

@@ -608,7 +608,9 @@ _POOLS = {4881: _WIDE + ["--seed", "4881"],
           4913: _ROWS + ["--seed", "4913"],
           4915: _AUDIT_WIDE + ["--seed", "4915"],
           4920: _XP_COOP + ["--seed", "4920"],
-          4921: _XP_COOP + ["--seed", "4921"]}
+          4921: _XP_COOP + ["--seed", "4921"],
+          4930: _XP_COOP + ["--seed", "4930"],
+          4931: _XP_COOP + ["--seed", "4931"]}
 
 
 @pytest.mark.parametrize("name,count,seeds", [("sc_segs2_fuzz", 100, (4890, 4891)),
@@ -622,12 +624,15 @@ _POOLS = {4881: _WIDE + ["--seed", "4881"],
                                               ("f32_rows_heldout2", 80, (4913,)),
                                               ("wtap1_fuzz", 80, (4915,)),
                                               ("xp_coop_fuzz", 51, (4920,)),
-                                              ("xp_coop_heldout", 57, (4921,))])
+                                              ("xp_coop_heldout", 57, (4921,)),
+                                              ("xp_coop_macs_fuzz", 54, (4930,)),
+                                              ("xp_coop_macs_heldout", 41, (4931,))])
 def test_multi_pool_draws_are_layers_of_their_pools(tmp_path, name, count, seeds):
     """scripts/suites/sc_segs2_fuzz.json, wup_fuzz.json, sc_wup_heldout.json, sc_xp_fuzz.json,
     sc_xp_heldout.json, volume_sparse_fuzz.json, volume_sparse_heldout.json,
-    f32_rows_heldout.json, f32_rows_heldout2.json, wtap1_fuzz.json, xp_coop_fuzz.json and
-    xp_coop_heldout.json hold only layers of the pools their descriptions name, each case id the
+    f32_rows_heldout.json, f32_rows_heldout2.json, wtap1_fuzz.json, xp_coop_fuzz.json,
+    xp_coop_heldout.json, xp_coop_macs_fuzz.json and xp_coop_macs_heldout.json hold only layers
+    of the pools their descriptions name, each case id the
     pool's seed and the pool's own id, unchanged; no two cases share an id."""
     import subprocess
     import sys
@@ -661,7 +666,7 @@ def test_held_out_draw_shares_no_layer_with_the_draws_the_rules_were_chosen_on()
     sc_segs2_fuzz.json or wup_fuzz.json, nor sc_xp_heldout.json with sc_xp_fuzz.json, nor
     volume_sparse_heldout.json with volume_sparse_fuzz.json, nor f32_rows_heldout.json with
     dispatch_audit_wide.json, nor f32_rows_heldout2.json with either, nor xp_coop_heldout.json
-    with xp_coop_fuzz.json."""
+    with xp_coop_fuzz.json, nor xp_coop_macs_heldout.json with xp_coop_macs_fuzz.json."""
     root = Path(__file__).resolve().parents[2] / "scripts" / "suites"
     def key(c):
         return (c.dims, c.batch, c.in_channels, c.out_channels, c.groups, tuple(c.input_size),
@@ -680,3 +685,5 @@ def test_held_out_draw_shares_no_layer_with_the_draws_the_rules_were_chosen_on()
     assert not held_vol & {key(c) for c in load_suite(root / "volume_sparse_fuzz.json").cases}
     held_xc = {key(c) for c in load_suite(root / "xp_coop_heldout.json").cases}
     assert not held_xc & {key(c) for c in load_suite(root / "xp_coop_fuzz.json").cases}
+    held_xcm = {key(c) for c in load_suite(root / "xp_coop_macs_heldout.json").cases}
+    assert not held_xcm & {key(c) for c in load_suite(root / "xp_coop_macs_fuzz.json").cases}
