@@ -43,6 +43,7 @@
 #     (build xp-coop-sanitize: the sanitizers on its tests alone)
 #   bash scripts/gpu_check.sh install xp-coop-held-ab   # its default rule on the held-out draw
 #   bash scripts/gpu_check.sh install xp-coop-macs-ab   # two warpgroups transposing past 768 multiply-adds per input element (CONVT_WG_XP_COOP_MACS)
+#   bash scripts/gpu_check.sh build xp-w2-test install xp-w2-ab   # two transposer warps (CONVT_WG_XP_WARPS=2): tests, sanitizers, A/B
 #   bash scripts/gpu_check.sh install export-time   # an exported solution's first build and check (EXPORT_CASE)
 #   AUDIT_SUITE=scripts/suites/dispatch_audit_wide.json bash scripts/gpu_check.sh install dispatch-audit   # the audit on wider groups (4-256 channels, 1-4 groups, strides up to 4)
 #   bash scripts/gpu_check.sh build install wprobe   # the weight tiles' L2 traffic's cost: KernelBench under CONVT_WG_WREUSE=2 (a probe, wrong results)
@@ -1373,6 +1374,35 @@ if has xp-coop-macs-ab; then
   step xp-coop-macs-kb python3 scripts/env_ab.py --cases kb69 --dtype bf16 --rounds 2 \
     --gpu-time base= m4096=CONVT_WG_XP_COOP_MACS=4096
   tail -3 "$OUT/xp-coop-macs-kb.log" | tee -a "$SUMMARY"
+fi
+if has xp-w2-test; then
+  # Two transposer warps (CONVT_WG_XP_WARPS=2): their test, the two-warpgroup transposition's
+  # and the transposition's tests with the setting, and the sanitizers on their test (quick
+  # mode; racecheck on it too).
+  step xp-w2-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*XpWarps*'
+  grep -E "PASSED|FAILED" "$OUT/xp-w2-test.log" | tail -5 | tee -a "$SUMMARY"
+  step xp-w2-test-xp env CONVT_WG_XP_WARPS=2 "$BUILD/tests/cpp/convt_test_cuda" \
+    --gtest_filter='*WgmmaXpCoop*:*CudaWgmmaXp.*:CudaDispatchRules.*'
+  grep -E "PASSED|FAILED" "$OUT/xp-w2-test-xp.log" | tail -5 | tee -a "$SUMMARY"
+  for tool in ${XP_W2_SANITIZERS:-memcheck racecheck initcheck}; do
+    step "xp-w2-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*XpWarps*'
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/xp-w2-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
+  done
+fi
+if has xp-w2-ab; then
+  # Two transposer warps against one: KernelBench and the two-warpgroup draw by default
+  # (kb64 and the draw's layers transpose for two warpgroups), and with the transposition
+  # asked for wherever it can run (CONVT_WG_XP=1: kb70's position-major tiles of 24 channels,
+  # kb61, kb73), float32 (TF32) and bfloat16, GPU time, two rounds.
+  step xp-w2-ab-kb python3 scripts/env_ab.py --suite kernelbench --dtype fp32,bf16 --rounds 2 \
+    --gpu-time --json "$OUT/xp-w2-ab-kb.json" base= w2=CONVT_WG_XP_WARPS=2 \
+    xp=CONVT_WG_XP=1 xpw2=CONVT_WG_XP=1,CONVT_WG_XP_WARPS=2
+  python3 scripts/ab_summary.py "$OUT/xp-w2-ab-kb.log" | tee -a "$SUMMARY"
+  step xp-w2-ab-fuzz python3 scripts/env_ab.py --suite scripts/suites/xp_coop_fuzz.json \
+    --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/xp-w2-ab-fuzz.json" base= \
+    w2=CONVT_WG_XP_WARPS=2
+  python3 scripts/ab_summary.py "$OUT/xp-w2-ab-fuzz.log" | tee -a "$SUMMARY"
 fi
 if has export-time; then
   # An exported KernelBench solution's first build (load_inline, all cores) and check:

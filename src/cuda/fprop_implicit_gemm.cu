@@ -335,6 +335,21 @@ static double xp_coop_macs() {
   const int v = wg_env_int("CONVT_WG_XP_COOP_MACS");
   return v > 0 ? double(v) : 768.0;
 }
+// Two transposer warps (ImplicitGemmFpropPlan::wg_xp_warps): CONVT_WG_XP_WARPS=2 (opt-in,
+// being measured) asks for them wherever the input is transposed in the kernel for two
+// consumer warpgroups or position-major tiles of 16-32 channels without W phase pairs (the
+// kernels built with them, fprop_launch_*_xp_w2.cu). In float the transposer moves as many
+// bytes per K step as in 16-bit types with twice the instructions per byte, and it keeps up
+// only where each input element is transposed once per tile ("The input transposed in the
+// kernel" in docs/kernels.md: kb70 in float32 1.7x slower transposed than with the copy).
+// Not in a build without those kernels (CONVT_NO_WG_XP_W2).
+static int xp_warps_wanted() {
+#ifdef CONVT_NO_WG_XP_W2
+  return 1;
+#else
+  return wg_env_int("CONVT_WG_XP_WARPS") == 2 ? 2 : 1;
+#endif
+}
 // -1: the rule above; 0: never; 1: wherever it can run.
 static int xp_coop_mode() {
 #ifdef CONVT_NO_WG_XP_COOP
@@ -989,6 +1004,13 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
       }
     if (!better) plan = chosen;
   }
+  // Transposer warps where the input is transposed in the kernel (xp_warps_wanted): two
+  // where the kernels have them and the ring's area has the second warp's trash rows to
+  // spare past its pieces (fit_ring below), so that the plan is otherwise the same.
+  const int xp_warps = xp_warps_wanted() == 2 && fold == 1 && !wpairs && mfold == 1 &&
+                               (two_wg ? coop && !coop_n : nc == 16 || nc == 24 || nc == 32)
+                           ? 2
+                           : 1;
   // The raw pieces the transposition's ring gets at `stages` stages of the plan's K step
   // (at most kXpMaxPieces, CONVT_WG_XP_RING or two K steps' worth).
   auto xp_pieces = [&](int64_t stages) {
@@ -1084,6 +1106,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // the least the transposition keeps) until it fits, else the most that fit there.
   plan.wg_xp = false;
   plan.wg_xp_early = false;
+  plan.wg_xp_warps = 1;
   {
     const char* xp_s = std::getenv("CONVT_WG_XP");
     const int xp_env = xp_s != nullptr && *xp_s != '\0' ? std::atoi(xp_s) : -1;
@@ -1129,6 +1152,11 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
         if (pieces >= wg::kXpMinPieces) {
           plan.wg_xp = true;
           plan.wg_xp_early = wg_env_int_or("CONVT_WG_XP_EARLY", 1) != 0;
+          plan.wg_xp_warps =
+              xp_warps == 2 &&
+                      left - pieces * piece >= wg::xp_meta_bytes(2) - wg::xp_meta_bytes(1)
+                  ? 2
+                  : 1;
           plan.wg_stages = int(stages);
           plan.wg_xp_pieces = int(pieces);
           plan.wg_xp_rows = int(hp);
@@ -1527,7 +1555,7 @@ std::size_t wgmma_shared_bytes(const ImplicitGemmFpropPlan& plan) {
       plan.wg_xp ? std::size_t(wg::xp_area_offset(plan.wg_stages, plan.wg_stage_bytes, epi,
                                                   plan.wg_coop ? 2 : 1)) +
                        std::size_t(plan.wg_xp_pieces) * plan.wg_xp_piece_bytes +
-                       wg::kXpMetaBytes
+                       std::size_t(wg::xp_meta_bytes(plan.wg_xp_warps))
                  : std::size_t(plan.wg_stages) * plan.wg_stage_bytes +
                        wg::kMaxStages * wg::kHeaderBytes + std::size_t(epi) +
                        wg::kInfoBytes * (plan.wg_coop ? 2 : 1) + wg::kBarrierBytes;
@@ -2714,7 +2742,8 @@ std::string describe_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p,
       : wgmma_input_transposed_in_kernel(plan, wgmma_problem(plan, p), x)
           ? detail::str_cat(", input transposed in the kernel (a ring of ", plan.wg_xp_pieces,
                             " pieces of ", plan.wg_xp_piece_bytes, " B",
-                            plan.wg_xp_early ? ", loaded ahead of the stages" : "", ")")
+                            plan.wg_xp_early ? ", loaded ahead of the stages" : "",
+                            plan.wg_xp_warps == 2 ? ", two transposer warps" : "", ")")
       : wgmma_input_copied_in_kernel(plan, wgmma_problem(plan, p), x)
           ? ", input copied by the kernel's copier warps"
       : !plan.wg_raw               ? ""

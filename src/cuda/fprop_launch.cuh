@@ -288,13 +288,14 @@ void launch_tma_tile(const ImplicitGemmFpropPlan& plan, const Problem& p,
 // ---------------------------------------------------------------------------------------
 
 template <typename T, int N, bool kSplit, int NC = 0, bool kRaw = false, int FOLD = 1,
-          int WPH = 1, bool kXp = false, int CG = 1, int MF = 1>
+          int WPH = 1, bool kXp = false, int CG = 1, int MF = 1, int XW = 1>
 void launch_wgmma_n(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
                     cudaStream_t stream, int device) {
   static std::atomic<uint64_t> smem_set{0};
-  const auto kernel = wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH, kXp, CG, MF>;
+  const auto kernel =
+      wg::fprop_wgmma_kernel<T, N, kSplit, NC, kRaw, FOLD, WPH, kXp, CG, MF, XW>;
   constexpr int threads =
-      wg::block_threads(kXp, wg::has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH), CG);
+      wg::block_threads(kXp, wg::has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH), CG, XW);
   allow_smem(kernel, CG == 2 ? wg::kCoopSmem : wg::kBlockSmem, device, smem_set);
   // Persistent: as many blocks as are resident at once, at most one per tile.
   static std::atomic<int> cached_sms{0};
@@ -488,6 +489,35 @@ void launch_wgmma_xp_coop(const wg::Params& fp, const CUtensorMap& map, std::siz
       CONVT_CHECK(n == 256, "convt: wgmma tile of two warpgroups of ", n,
                   " positions over the input transposed in the kernel");
       launch_wgmma_n<T, 256, false, 0, false, 1, 1, true, 2>(fp, map, smem, stream, device);
+  }
+}
+
+// The input transposed in the kernel by two transposer warps (ImplicitGemmFpropPlan::
+// wg_xp_warps = 2, opt-in CONVT_WG_XP_WARPS=2 while it is measured): two consumer
+// warpgroups (coop: n = 128, 192 or 256 positions) or position-major tiles of n = 16, 24 or
+// 32 channels (256 positions), compiled per T in translation units of their own
+// (fprop_launch_*_xp_w2.cu).
+template <typename T>
+void launch_wgmma_xp_w2(const wg::Params& fp, const CUtensorMap& map, std::size_t smem,
+                        cudaStream_t stream, int device, bool coop, int n) {
+  using fprop_detail::launch_wgmma_n;
+  if (coop) {
+    switch (n) {
+      case 128: launch_wgmma_n<T, 128, false, 0, false, 1, 1, true, 2, 1, 2>(fp, map, smem, stream, device); return;
+      case 192: launch_wgmma_n<T, 192, false, 0, false, 1, 1, true, 2, 1, 2>(fp, map, smem, stream, device); return;
+      default:
+        CONVT_CHECK(n == 256, "convt: wgmma tile of two warpgroups of ", n,
+                    " positions with two transposer warps");
+        launch_wgmma_n<T, 256, false, 0, false, 1, 1, true, 2, 1, 2>(fp, map, smem, stream, device); return;
+    }
+  }
+  switch (n) {
+    case 16: launch_wgmma_n<T, 256, false, 16, false, 1, 1, true, 1, 1, 2>(fp, map, smem, stream, device); return;
+    case 24: launch_wgmma_n<T, 256, false, 24, false, 1, 1, true, 1, 1, 2>(fp, map, smem, stream, device); return;
+    default:
+      CONVT_CHECK(n == 32, "convt: wgmma position-major tile of ", n,
+                  " channels with two transposer warps");
+      launch_wgmma_n<T, 256, false, 32, false, 1, 1, true, 1, 1, 2>(fp, map, smem, stream, device);
   }
 }
 
@@ -798,7 +828,16 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
   if (xp) {
     if constexpr (!kSplit) {
       CONVT_CHECK(plan.wg_fold == 1, "convt: the input transposed in the kernel with W taps folded");
-      if (plan.wg_nc > 0) {
+      if (plan.wg_xp_warps == 2) {
+#ifdef CONVT_NO_WG_XP_W2
+        CONVT_CHECK(false, "convt: built without the wgmma kernels of two transposer warps");
+#else
+        CONVT_CHECK(!plan.wg_wpairs && !plan.wg_coop_n && (plan.wg_coop || plan.wg_n == 256),
+                    "convt: two transposer warps for this tile");
+        launch_wgmma_xp_w2<T>(fp, map, smem, opt.stream, device, plan.wg_coop,
+                              plan.wg_coop ? plan.wg_n : plan.wg_nc);
+#endif
+      } else if (plan.wg_nc > 0) {
         CONVT_CHECK(plan.wg_n == 256, "convt: wgmma position-major tile of ", plan.wg_n,
                     " positions");
         launch_wgmma_xp_pos<T>(fp, map, smem, opt.stream, device, plan.wg_nc,
@@ -929,6 +968,7 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
   CONVT_EXTERN_WGMMA_FOLD(T, 32);                                                          \
   CONVT_EXTERN_WGMMA_XP(T);                                                                \
   CONVT_EXTERN_WGMMA_XP_COOP(T);                                                           \
+  CONVT_EXTERN_WGMMA_XP_W2(T);                                                             \
   CONVT_EXTERN_WGMMA_COOP(T);                                                              \
   CONVT_EXTERN_WGMMA_MFOLD(T, 2);                                                          \
   CONVT_EXTERN_WGMMA_MFOLD(T, 4);                                                          \
@@ -983,6 +1023,20 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
 #define CONVT_INSTANTIATE_WGMMA_XP_COOP(T)                                                  \
   template void launch_wgmma_xp_coop<T>(const wg::Params&, const CUtensorMap&, std::size_t,  \
                                         cudaStream_t, int, int)
+#endif
+// The tiles transposed by two transposer warps, one unit per T (fprop_launch_*_xp_w2.cu);
+// none where CONVT_NO_WG_XP_W2 is defined (the exported KernelBench files: an opt-in form;
+// the planner then never takes it).
+#ifdef CONVT_NO_WG_XP_W2
+#define CONVT_EXTERN_WGMMA_XP_W2(T) static_assert(true, "")
+#define CONVT_INSTANTIATE_WGMMA_XP_W2(T) static_assert(true, "")
+#else
+#define CONVT_EXTERN_WGMMA_XP_W2(T)                                                         \
+  extern template void launch_wgmma_xp_w2<T>(const wg::Params&, const CUtensorMap&,        \
+                                             std::size_t, cudaStream_t, int, bool, int)
+#define CONVT_INSTANTIATE_WGMMA_XP_W2(T)                                                    \
+  template void launch_wgmma_xp_w2<T>(const wg::Params&, const CUtensorMap&, std::size_t,    \
+                                      cudaStream_t, int, bool, int)
 #endif
 // The folded tiles of NC channels, one unit per (T, NC) (fprop_launch_*_fold*.cu).
 #define CONVT_EXTERN_WGMMA_FOLD(T, NC)                                                      \

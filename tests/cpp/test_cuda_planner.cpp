@@ -763,6 +763,61 @@ TEST(CudaPlanner, TwoWarpgroupsOverTheInputTransposedInTheKernel) {
   }
 }
 
+// Two transposer warps (CONVT_WG_XP_WARPS=2, ImplicitGemmFpropPlan::wg_xp_warps): never
+// without the setting; with it, every plan the same as without it but for the warps, two
+// only on plans that transpose in the kernel for two consumer warpgroups or position-major
+// tiles of 16-32 channels without W phase pairs or folded taps, and their shared memory
+// (the second warp's 512 bytes of trash rows) within the block's budget; some of each kind
+// take them. kb64 (two warpgroups, in every type) does.
+TEST(CudaPlanner, TwoTransposerWarpsWhereAsked) {
+  int coop = 0, pos = 0;
+  for_each_fuzzed_plan(ForwardKernel::kImplicitGemmWgmma, [&](const Problem& p, MathMode math,
+                                                             const Plan& dflt) {
+    EXPECT_EQ(dflt.wg_xp_warps, 1) << dflt.describe();
+    ExecOptions o;
+    o.math = math;
+    o.forward_kernel = ForwardKernel::kImplicitGemmWgmma;
+    for (const char* xp : {"", "1"}) {
+      const ScopedEnv xp_env("CONVT_WG_XP", xp);
+      const Plan one = convt::cuda::plan_implicit_gemm_fprop(p, o);
+      const std::string one_text = convt::cuda::describe_plan_without_device(p, o);
+      const auto [plan, text] = plan_under("CONVT_WG_XP_WARPS", "2", p, o);
+      std::string same_text = text;
+      const std::string mark = ", two transposer warps";
+      const std::size_t at = same_text.find(mark);
+      if (at != std::string::npos) same_text.erase(at, mark.size());
+      EXPECT_EQ(same_text, one_text);
+      EXPECT_EQ(plan.describe(), one.describe());
+      EXPECT_TRUE(plan.wg_stages == one.wg_stages && plan.wg_xp_pieces == one.wg_xp_pieces &&
+                  plan.wg_xp == one.wg_xp && plan.wg_bk == one.wg_bk && plan.wg_n == one.wg_n)
+          << text;
+      if (!plan.usable || !plan.wg || plan.wg_xp_warps == 1) continue;
+      EXPECT_EQ(plan.wg_xp_warps, 2);
+      EXPECT_TRUE(plan.wg_xp && !plan.wg_wpairs && plan.wg_fold == 1 && plan.wg_mfold == 1 &&
+                  ((plan.wg_coop && !plan.wg_coop_n) ||
+                   (plan.wg_nc == 16 || plan.wg_nc == 24 || plan.wg_nc == 32)))
+          << plan.describe();
+      EXPECT_NE(text.find("two transposer warps"), std::string::npos) << text;
+      (plan.wg_coop ? coop : pos) += 1;
+      const std::size_t with = convt::cuda::wgmma_shared_bytes(plan);
+      const std::size_t without = convt::cuda::wgmma_shared_bytes(one);
+      EXPECT_TRUE(with >= without && with - without <= 512) << plan.describe();
+      EXPECT_LE(with, convt::cuda::wgmma_max_shared_bytes(plan)) << plan.describe();
+    }
+  });
+  EXPECT_GT(coop, 0);
+  EXPECT_GT(pos, 0);
+  Problem kb64 = convt::test::make_problem(1, 64, 128, 128, 1, {65536, 1, 1}, {3, 1, 1},
+                                           {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, false);
+  for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    kb64.dtype = dt;
+    const auto [plan, text] =
+        plan_under("CONVT_WG_XP_WARPS", "2", kb64.canonical3d(), ExecOptions{});
+    EXPECT_TRUE(plan.wg && plan.wg_coop && plan.wg_xp && plan.wg_xp_warps == 2)
+        << plan.describe();
+  }
+}
+
 // Two consumer warpgroups sharing the weight tiles (CONVT_WG_COOP_N=1,
 // ImplicitGemmFpropPlan::wg_coop_n): only where a channel-major tile reads the copy (not
 // split TF32, folded, scattered, merged or paired W taps, not stacked or transposed in the

@@ -59,7 +59,11 @@
 // / stmatrix in 16-bit types (xp_transpose_piece), with 16-byte loads and stores of 4 x 4
 // blocks rounded to TF32 in float (xp_transpose_piece_f32). The stage's "full" barrier then
 // counts the producer's arrival (with the weight tiles' bytes) and the transposer's 32. The
-// consumers are unchanged.
+// consumers are unchanged. With XW = 2 (two consumer warpgroups, or position-major tiles of
+// 16-32 channels; ImplicitGemmFpropPlan::wg_xp_warps) warps 5 and 6 (9 and 10) transpose:
+// each reads every piece's header in turn and transposes every XW-th piece, each releases
+// every piece (the ring's "empty" barriers count 32 XW) and arrives on the stage's "full"
+// barrier once it has passed the K step's last piece (1 + 32 XW arrivals).
 //
 // Float32 as TF32 on position-major tiles may instead read the input in place (template
 // argument kRaw; ImplicitGemmFpropPlan::wg_raw): no copy, the producer loads the raw box
@@ -182,11 +186,14 @@ constexpr int kCoopStageBudget = kCoopSmem - 2 * kEpiBytes - 2 * kInfoBytes - kB
 // a K step's raw box of x in pieces of kXpCols columns x bk channels x xp_piece_rows rows
 // (4 KB, or less where the box has fewer rows) through a ring of pieces, and a warp of its
 // own transposes them into the stages. Its area follows the barriers, 1024-byte aligned: the
-// ring, then kXpMetaBytes of barriers, piece headers and a 16-byte trash row per lane.
+// ring, then kXpMetaBytes of barriers, piece headers and a 16-byte trash row per lane
+// (xp_meta_bytes: one set of trash rows per transposer warp).
 constexpr int kXpCols = 32;  // columns of a piece: lines of 64 (16-bit) or 128 bytes (float)
 constexpr int kXpMinPieces = 4;
 constexpr int kXpMaxPieces = 16;
 constexpr int kXpMetaBytes = 1024;
+__host__ __device__ constexpr int xp_meta_bytes(int xw) { return 512 + 512 * xw; }
+static_assert(xp_meta_bytes(1) == kXpMetaBytes, "one transposer warp: the ring's area as before");
 // The channel-major kernels that read the copy of the input (not split TF32, no W taps
 // folded, no W phase pairs) have a copier warp, warp 5, that makes the copy while the tiles
 // run where the plan asks for it (Params::fused). (Not the position-major ones: their small
@@ -197,9 +204,10 @@ __host__ __device__ constexpr bool has_copier(bool xp, bool raw, bool split, int
   return !xp && !raw && !split && nc == 0 && fold == 1 && wph == 1;
 }
 // Threads of a block: cg consumer warpgroups, the producer's warp, and warp 4 cg + 1 where
-// it transposes or copies the input.
-__host__ __device__ constexpr int block_threads(bool xp, bool copier = false, int cg = 1) {
-  return 128 * cg + (xp || copier ? 64 : 32);
+// it transposes or copies the input (xw warps from there where they transpose it).
+__host__ __device__ constexpr int block_threads(bool xp, bool copier = false, int cg = 1,
+                                                int xw = 1) {
+  return 128 * cg + 32 + (xp ? 32 * xw : copier ? 32 : 0);
 }
 // Rows of a 4 KB piece, for K steps of bk channels of `elem` bytes (bk * elem: 16 to 128).
 __host__ __device__ constexpr int xp_piece_rows(int bk, int elem) {
@@ -1493,7 +1501,7 @@ struct XpHeader {
   int8_t par;
 };
 static_assert(2 * 8 * kXpMaxPieces + sizeof(XpHeader) * kXpMaxPieces <= 512 &&
-                  512 + 32 * 16 <= kXpMetaBytes,
+                  512 + 32 * 16 <= xp_meta_bytes(1),
               "the ring's barriers, headers and trash rows fit their area");
 
 __device__ __forceinline__ void mbar_arrive_count(uint32_t bar, uint32_t count) {
@@ -1790,9 +1798,10 @@ __device__ __forceinline__ void xp_transpose_piece_f32(uint32_t piece, uint32_t 
 // 64 j + 63 (a tile of 128 channels, the box copied or transposed into shared memory once
 // for both), one block a multiprocessor.
 template <typename T, int N, bool kSplit = false, int NC = 0, bool kRaw = false, int FOLD = 1,
-          int WPH = 1, bool kXp = false, int CG = 1, int MF = 1>
+          int WPH = 1, bool kXp = false, int CG = 1, int MF = 1, int XW = 1>
 __global__ void __launch_bounds__(block_threads(kXp,
-                                                has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH), CG),
+                                                has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH), CG,
+                                                XW),
                                   CG == 2 ? 1 : 2)
     fprop_wgmma_kernel(const __grid_constant__ CUtensorMap map, const Params p) {
   static_assert(!kXp || (!kSplit && !kRaw),
@@ -1814,6 +1823,10 @@ __global__ void __launch_bounds__(block_threads(kXp,
   static_assert(MF == 1 || ((MF == 2 || MF == 4) && NC == 0 && !kSplit && !kRaw && !kXp &&
                             FOLD == 1 && WPH == 1 && CG == 1),
                 "W taps stacked in M: channel-major tiles of one warpgroup reading the copy");
+  static_assert(XW == 1 || (XW == 2 && kXp && FOLD == 1 && WPH == 1 && MF == 1 &&
+                            (CG == 2 || (NC >= 16 && NC <= 32))),
+                "two transposer warps: the input transposed in the kernel for two consumer "
+                "warpgroups or position-major tiles of 16-32 channels");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace tma;
   constexpr int kc = Kc<T>::value;
@@ -1824,6 +1837,8 @@ __global__ void __launch_bounds__(block_threads(kXp,
   constexpr bool kFold = FOLD > 1;
   constexpr bool kCopier = has_copier(kXp, kRaw, kSplit, NC, FOLD, WPH);
   constexpr int kProducerWarp = 4 * CG, kExtraWarp = 4 * CG + 1;
+  // (kXp: a stage's "full" barrier counts the producer and every transposer warp's lanes.)
+  constexpr uint32_t kFullCount = kXp ? 1u + 32u * uint32_t(XW) : 1u;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Stages (1024-byte aligned: the swizzle patterns), then the headers, the epilogue's
   // staging, the tile info and the barriers.
@@ -1851,26 +1866,31 @@ __global__ void __launch_bounds__(block_threads(kXp,
   // (Headers from 2 * 8 * kXpMaxPieces bytes on, trash rows from 512.)
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.stages; ++s) {
-      // (kXp: the producer's arrival with the weight tiles' bytes, and the transposer's 32.)
-      mbar_init(full0 + 8 * s, kXp ? 33 : 1);
+      // (kXp: the producer's arrival with the weight tiles' bytes, and the transposers' 32
+      // each.)
+      mbar_init(full0 + 8 * s, kFullCount);
       mbar_init(empty0 + 8 * s, 128 * CG);  // every consumer thread releases (racecheck sees it)
       if (p.w_reuse) reinterpret_cast<StageHeader*>(headers + s * kHeaderBytes)->w_src = -1;
     }
     if constexpr (kXp) {
       for (int s = 0; s < p.xp_pieces; ++s) {
         mbar_init(xfull0 + 8 * s, 1);
-        mbar_init(xempty0 + 8 * s, 32);
+        mbar_init(xempty0 + 8 * s, 32 * XW);
       }
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
 
-  if (kXp && warp == kExtraWarp) {
+  if (kXp && (XW == 1 ? warp == kExtraWarp : warp >= kExtraWarp)) {
     // ---------------------------------------------------------------- transposer
+    // (XW warps: warp kExtraWarp + xw transposes the pieces i with i % XW == xw, and reads
+    // every header.)
+    const int xw = XW == 1 ? 0 : warp - kExtraWarp;
+    int turn = 0;
     int xs = 0;
     uint32_t xpar = 0;
-    const uint32_t trash = xp_meta + 512 + 16 * lane;
+    const uint32_t trash = xp_meta + 512 * uint32_t(xw + 1) + 16 * lane;
     const uint32_t box0 = smem_addr(stages);
     for (;;) {
       mbar_wait(xfull0 + 8 * xs, xpar);
@@ -1882,7 +1902,11 @@ __global__ void __launch_bounds__(block_threads(kXp,
       // release the stage.)
       if (p.xp_early && hd.h0 == 0 && hd.chunk == 0) mbar_wait(empty0 + 8 * hd.stage, hd.par ^ 1);
       const int rows = min(p.xp_rows, p.hbox - hd.h0);
-      if constexpr (sizeof(T) == 4) {
+      const bool mine = XW == 1 || turn == xw;
+      if (XW > 1 && ++turn == XW) turn = 0;
+      if (!mine) {
+        // (Another warp's piece: only its header was read.)
+      } else if constexpr (sizeof(T) == 4) {
         if (p.bk == 8) {
           xp_transpose_piece_f32<1>(piece, box, trash, hd.h0, rows, hd.chunk, hd.wsh, p.wbox,
                                     lane);
@@ -1900,7 +1924,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
       } else {
         xp_transpose_piece<8>(piece, box, trash, hd.h0, rows, hd.chunk, hd.wsh, p.wbox, lane);
       }
-      mbar_arrive(xempty0 + 8 * xs);  // the piece's reads are done
+      mbar_arrive(xempty0 + 8 * xs);  // the piece's reads (or its header's) are done
       if (hd.last) {
         fence_proxy_async();  // the stage's rows, written here, are read by wgmma
         mbar_arrive(full0 + 8 * hd.stage);
@@ -2273,7 +2297,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
               }
             }
           } else {
-            mbar_arrive_count(full, kXp ? 33 : 1);
+            mbar_arrive_count(full, kFullCount);
           }
           if (++stage == p.stages) {
             stage = 0;
@@ -2284,7 +2308,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
     }
     mbar_wait(empty0 + 8 * stage, parity ^ 1);
     reinterpret_cast<StageHeader*>(headers + stage * kHeaderBytes)->flags = kEnd;
-    mbar_arrive_count(full0 + 8 * stage, kXp ? 33 : 1);
+    mbar_arrive_count(full0 + 8 * stage, kFullCount);
     if constexpr (kXp) {
       mbar_wait(xempty0 + 8 * xs, xpar ^ 1);
       xhdr[xs].stage = -1;  // the transposer's end

@@ -1,0 +1,12 @@
+// The wgmma forward with two transposer warps over the input transposed in the kernel (two
+// consumer warpgroups, or position-major tiles of 16-32 channels), for bfloat16 (see
+// fprop_launch.cuh), apart from the other launches so that the kernels build in parallel.
+#include "fprop_launch.cuh"
+
+namespace convt {
+namespace cuda {
+
+CONVT_INSTANTIATE_WGMMA_XP_W2(__nv_bfloat16);
+
+}  // namespace cuda
+}  // namespace convt
