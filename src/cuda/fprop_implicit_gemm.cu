@@ -1005,8 +1005,8 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
     if (!better) plan = chosen;
   }
   // Transposer warps where the input is transposed in the kernel (xp_warps_wanted): two
-  // where the kernels have them and the ring's area has the second warp's trash rows to
-  // spare past its pieces (fit_ring below), so that the plan is otherwise the same.
+  // where the kernels have them (the plan otherwise the same: the ring's area does not
+  // change).
   const int xp_warps = xp_warps_wanted() == 2 && fold == 1 && !wpairs && mfold == 1 &&
                                (two_wg ? coop && !coop_n : nc == 16 || nc == 24 || nc == 32)
                            ? 2
@@ -1152,11 +1152,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
         if (pieces >= wg::kXpMinPieces) {
           plan.wg_xp = true;
           plan.wg_xp_early = wg_env_int_or("CONVT_WG_XP_EARLY", 1) != 0;
-          plan.wg_xp_warps =
-              xp_warps == 2 &&
-                      left - pieces * piece >= wg::xp_meta_bytes(2) - wg::xp_meta_bytes(1)
-                  ? 2
-                  : 1;
+          plan.wg_xp_warps = xp_warps;
           plan.wg_stages = int(stages);
           plan.wg_xp_pieces = int(pieces);
           plan.wg_xp_rows = int(hp);
@@ -1555,7 +1551,7 @@ std::size_t wgmma_shared_bytes(const ImplicitGemmFpropPlan& plan) {
       plan.wg_xp ? std::size_t(wg::xp_area_offset(plan.wg_stages, plan.wg_stage_bytes, epi,
                                                   plan.wg_coop ? 2 : 1)) +
                        std::size_t(plan.wg_xp_pieces) * plan.wg_xp_piece_bytes +
-                       std::size_t(wg::xp_meta_bytes(plan.wg_xp_warps))
+                       wg::kXpMetaBytes
                  : std::size_t(plan.wg_stages) * plan.wg_stage_bytes +
                        wg::kMaxStages * wg::kHeaderBytes + std::size_t(epi) +
                        wg::kInfoBytes * (plan.wg_coop ? 2 : 1) + wg::kBarrierBytes;

@@ -91,10 +91,9 @@ struct ImplicitGemmFpropPlan {
   // before writing it, so that the loads' latency overlaps the consumers' use of the stage
   // instead of following it.
   bool wg_xp_early = false;
-  // Transposer warps (1, or 2 where CONVT_WG_XP_WARPS=2 asks, the kernels have them, two
-  // consumer warpgroups or position-major tiles of 16-32 channels without W phase pairs, and
-  // the ring's area has the second warp's trash rows to spare): with two, each transposes
-  // every other piece of the ring.
+  // Transposer warps (1, or 2 where CONVT_WG_XP_WARPS=2 asks and the kernels have them: two
+  // consumer warpgroups, or position-major tiles of 16-32 channels without W phase pairs):
+  // with two, each transposes every other piece of the ring.
   int wg_xp_warps = 1;
   // (The transposition reached by an H-complete K step in float32, CONVT_WG_XP_HFULL: the
   // planner still weighs two consumer warpgroups with the copy against it.)

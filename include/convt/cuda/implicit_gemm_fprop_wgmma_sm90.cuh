@@ -63,7 +63,8 @@
 // 16-32 channels; ImplicitGemmFpropPlan::wg_xp_warps) warps 5 and 6 (9 and 10) transpose:
 // each reads every piece's header in turn and transposes every XW-th piece, each releases
 // every piece (the ring's "empty" barriers count 32 XW) and arrives on the stage's "full"
-// barrier once it has passed the K step's last piece (1 + 32 XW arrivals).
+// barrier once it has passed the K step's last piece (1 + 32 XW arrivals). The ring's area
+// is the same.
 //
 // Float32 as TF32 on position-major tiles may instead read the input in place (template
 // argument kRaw; ImplicitGemmFpropPlan::wg_raw): no copy, the producer loads the raw box
@@ -186,14 +187,12 @@ constexpr int kCoopStageBudget = kCoopSmem - 2 * kEpiBytes - 2 * kInfoBytes - kB
 // a K step's raw box of x in pieces of kXpCols columns x bk channels x xp_piece_rows rows
 // (4 KB, or less where the box has fewer rows) through a ring of pieces, and a warp of its
 // own transposes them into the stages. Its area follows the barriers, 1024-byte aligned: the
-// ring, then kXpMetaBytes of barriers, piece headers and a 16-byte trash row per lane
-// (xp_meta_bytes: one set of trash rows per transposer warp).
+// ring, then kXpMetaBytes of barriers, piece headers and a 16-byte trash row per lane (a
+// second transposer warp's lanes share one row past the headers).
 constexpr int kXpCols = 32;  // columns of a piece: lines of 64 (16-bit) or 128 bytes (float)
 constexpr int kXpMinPieces = 4;
 constexpr int kXpMaxPieces = 16;
 constexpr int kXpMetaBytes = 1024;
-__host__ __device__ constexpr int xp_meta_bytes(int xw) { return 512 + 512 * xw; }
-static_assert(xp_meta_bytes(1) == kXpMetaBytes, "one transposer warp: the ring's area as before");
 // The channel-major kernels that read the copy of the input (not split TF32, no W taps
 // folded, no W phase pairs) have a copier warp, warp 5, that makes the copy while the tiles
 // run where the plan asks for it (Params::fused). (Not the position-major ones: their small
@@ -1500,8 +1499,8 @@ struct XpHeader {
   // before the K step's first piece.
   int8_t par;
 };
-static_assert(2 * 8 * kXpMaxPieces + sizeof(XpHeader) * kXpMaxPieces <= 512 &&
-                  512 + 32 * 16 <= xp_meta_bytes(1),
+static_assert(2 * 8 * kXpMaxPieces + sizeof(XpHeader) * kXpMaxPieces + 16 <= 512 &&
+                  512 + 32 * 16 <= kXpMetaBytes,
               "the ring's barriers, headers and trash rows fit their area");
 
 __device__ __forceinline__ void mbar_arrive_count(uint32_t bar, uint32_t count) {
@@ -1890,7 +1889,11 @@ __global__ void __launch_bounds__(block_threads(kXp,
     int turn = 0;
     int xs = 0;
     uint32_t xpar = 0;
-    const uint32_t trash = xp_meta + 512 * uint32_t(xw + 1) + 16 * lane;
+    // (The first warp's lanes a trash row each; the second's lanes share one, past the
+    // headers: a store's lanes may write one address, and the two warps never share one.)
+    const uint32_t trash =
+        xw == 0 ? xp_meta + 512 + 16 * lane
+                : xp_meta + uint32_t((2 * 8 + sizeof(XpHeader)) * kXpMaxPieces);
     const uint32_t box0 = smem_addr(stages);
     for (;;) {
       mbar_wait(xfull0 + 8 * xs, xpar);
