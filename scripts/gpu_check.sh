@@ -1403,6 +1403,18 @@ if has xp-w2-ab; then
     --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/xp-w2-ab-fuzz.json" base= \
     w2=CONVT_WG_XP_WARPS=2
   python3 scripts/ab_summary.py "$OUT/xp-w2-ab-fuzz.log" | tee -a "$SUMMARY"
+  # Position-major tiles of 16-32 channels (scripts/suites/xp_w2_pos_fuzz.json, pool 4940;
+  # XP_W2_POS_SUITE for the held-out draw): checked against PyTorch with the transposition
+  # forced and two warps first, then the default against the transposition forced with one
+  # and with two warps.
+  ps=${XP_W2_POS_SUITE:-scripts/suites/xp_w2_pos_fuzz.json}
+  step xp-w2-pos-check env CONVT_WG_XP=1 CONVT_WG_XP_WARPS=2 python3 -m convt bench \
+    --suite "$ps" --dtype fp32,bf16 --reps 1 --warmup 1 --json "$OUT/xp-w2-pos-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/xp-w2-pos-check.log" | tail -4 | tee -a "$SUMMARY"
+  step xp-w2-ab-pos python3 scripts/env_ab.py --suite "$ps" --dtype fp32,bf16 --rounds 2 \
+    --gpu-time --json "$OUT/xp-w2-ab-pos.json" base= xp=CONVT_WG_XP=1 \
+    xpw2=CONVT_WG_XP=1,CONVT_WG_XP_WARPS=2
+  python3 scripts/ab_summary.py "$OUT/xp-w2-ab-pos.log" | tee -a "$SUMMARY"
 fi
 if has export-time; then
   # An exported KernelBench solution's first build (load_inline, all cores) and check:

@@ -594,6 +594,8 @@ _WIDE = ["--any-sizes", "--in-channels", "4-256", "--out-channels", "4-256", "--
          "--dims", "1,2,2,3", "--count", "3000"]
 _XP_COOP = ["--any-sizes", "--in-channels", "8-256", "--out-channels", "65-256", "--groups", "1-2",
             "--dims", "1,2,2,3", "--max-kernel", "7", "--max-stride", "3", "--count", "3000"]
+_XP_W2 = ["--any-sizes", "--in-channels", "8-256", "--out-channels", "9-32", "--groups", "1-2",
+          "--dims", "1,2,2,3", "--max-kernel", "7", "--max-stride", "3", "--count", "3000"]
 _POOLS = {4881: _WIDE + ["--seed", "4881"],
           4890: _NARROW + ["--dims", "1,1,2", "--seed", "4890"],
           4891: _NARROW + ["--dims", "1,2,2,3", "--seed", "4891"],
@@ -610,7 +612,9 @@ _POOLS = {4881: _WIDE + ["--seed", "4881"],
           4920: _XP_COOP + ["--seed", "4920"],
           4921: _XP_COOP + ["--seed", "4921"],
           4930: _XP_COOP + ["--seed", "4930"],
-          4931: _XP_COOP + ["--seed", "4931"]}
+          4931: _XP_COOP + ["--seed", "4931"],
+          4940: _XP_W2 + ["--seed", "4940"],
+          4941: _XP_W2 + ["--seed", "4941"]}
 
 
 @pytest.mark.parametrize("name,count,seeds", [("sc_segs2_fuzz", 100, (4890, 4891)),
@@ -626,13 +630,16 @@ _POOLS = {4881: _WIDE + ["--seed", "4881"],
                                               ("xp_coop_fuzz", 51, (4920,)),
                                               ("xp_coop_heldout", 57, (4921,)),
                                               ("xp_coop_macs_fuzz", 54, (4930,)),
-                                              ("xp_coop_macs_heldout", 41, (4931,))])
+                                              ("xp_coop_macs_heldout", 41, (4931,)),
+                                              ("xp_w2_pos_fuzz", 80, (4940,)),
+                                              ("xp_w2_pos_heldout", 80, (4941,))])
 def test_multi_pool_draws_are_layers_of_their_pools(tmp_path, name, count, seeds):
     """scripts/suites/sc_segs2_fuzz.json, wup_fuzz.json, sc_wup_heldout.json, sc_xp_fuzz.json,
     sc_xp_heldout.json, volume_sparse_fuzz.json, volume_sparse_heldout.json,
     f32_rows_heldout.json, f32_rows_heldout2.json, wtap1_fuzz.json, xp_coop_fuzz.json,
-    xp_coop_heldout.json, xp_coop_macs_fuzz.json and xp_coop_macs_heldout.json hold only layers
-    of the pools their descriptions name, each case id the
+    xp_coop_heldout.json, xp_coop_macs_fuzz.json, xp_coop_macs_heldout.json,
+    xp_w2_pos_fuzz.json and xp_w2_pos_heldout.json hold only layers of the pools their
+    descriptions name, each case id the
     pool's seed and the pool's own id, unchanged; no two cases share an id."""
     import subprocess
     import sys
@@ -666,7 +673,8 @@ def test_held_out_draw_shares_no_layer_with_the_draws_the_rules_were_chosen_on()
     sc_segs2_fuzz.json or wup_fuzz.json, nor sc_xp_heldout.json with sc_xp_fuzz.json, nor
     volume_sparse_heldout.json with volume_sparse_fuzz.json, nor f32_rows_heldout.json with
     dispatch_audit_wide.json, nor f32_rows_heldout2.json with either, nor xp_coop_heldout.json
-    with xp_coop_fuzz.json, nor xp_coop_macs_heldout.json with xp_coop_macs_fuzz.json."""
+    with xp_coop_fuzz.json, nor xp_coop_macs_heldout.json with xp_coop_macs_fuzz.json, nor
+    xp_w2_pos_heldout.json with xp_w2_pos_fuzz.json."""
     root = Path(__file__).resolve().parents[2] / "scripts" / "suites"
     def key(c):
         return (c.dims, c.batch, c.in_channels, c.out_channels, c.groups, tuple(c.input_size),
@@ -687,3 +695,5 @@ def test_held_out_draw_shares_no_layer_with_the_draws_the_rules_were_chosen_on()
     assert not held_xc & {key(c) for c in load_suite(root / "xp_coop_fuzz.json").cases}
     held_xcm = {key(c) for c in load_suite(root / "xp_coop_macs_heldout.json").cases}
     assert not held_xcm & {key(c) for c in load_suite(root / "xp_coop_macs_fuzz.json").cases}
+    held_w2 = {key(c) for c in load_suite(root / "xp_w2_pos_heldout.json").cases}
+    assert not held_w2 & {key(c) for c in load_suite(root / "xp_w2_pos_fuzz.json").cases}
