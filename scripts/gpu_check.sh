@@ -43,7 +43,8 @@
 #     (build xp-coop-sanitize: the sanitizers on its tests alone)
 #   bash scripts/gpu_check.sh install xp-coop-held-ab   # its default rule on the held-out draw
 #   bash scripts/gpu_check.sh install xp-coop-macs-ab   # two warpgroups transposing past 768 multiply-adds per input element (CONVT_WG_XP_COOP_MACS)
-#   bash scripts/gpu_check.sh build xp-w2-test install xp-w2-ab   # two transposer warps (CONVT_WG_XP_WARPS=2): tests, sanitizers, A/B
+#   bash scripts/gpu_check.sh build xp-w2-test install xp-w2-ab   # two transposer warps (the default) against one (CONVT_WG_XP_WARPS=1): tests, sanitizers, A/B
+#   bash scripts/gpu_check.sh install xp-w2-held-ab   # the same A/B on the held-out draws
 #   bash scripts/gpu_check.sh install export-time   # an exported solution's first build and check (EXPORT_CASE)
 #   AUDIT_SUITE=scripts/suites/dispatch_audit_wide.json bash scripts/gpu_check.sh install dispatch-audit   # the audit on wider groups (4-256 channels, 1-4 groups, strides up to 4)
 #   bash scripts/gpu_check.sh build install wprobe   # the weight tiles' L2 traffic's cost: KernelBench under CONVT_WG_WREUSE=2 (a probe, wrong results)
@@ -1376,12 +1377,13 @@ if has xp-coop-macs-ab; then
   tail -3 "$OUT/xp-coop-macs-kb.log" | tee -a "$SUMMARY"
 fi
 if has xp-w2-test; then
-  # Two transposer warps (CONVT_WG_XP_WARPS=2): their test, the two-warpgroup transposition's
-  # and the transposition's tests with the setting, and the sanitizers on their test (quick
-  # mode; racecheck on it too).
+  # Two transposer warps (the default; CONVT_WG_XP_WARPS=1 for one): their test (two warps
+  # and one), the two-warpgroup transposition's and the transposition's tests and the
+  # dispatch rules' layers with one warp, and the sanitizers on their test (quick mode;
+  # racecheck on it too).
   step xp-w2-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*XpWarps*'
   grep -E "PASSED|FAILED" "$OUT/xp-w2-test.log" | tail -5 | tee -a "$SUMMARY"
-  step xp-w2-test-xp env CONVT_WG_XP_WARPS=2 "$BUILD/tests/cpp/convt_test_cuda" \
+  step xp-w2-test-xp env CONVT_WG_XP_WARPS=1 "$BUILD/tests/cpp/convt_test_cuda" \
     --gtest_filter='*WgmmaXpCoop*:*CudaWgmmaXp.*:CudaDispatchRules.*'
   grep -E "PASSED|FAILED" "$OUT/xp-w2-test-xp.log" | tail -5 | tee -a "$SUMMARY"
   for tool in ${XP_W2_SANITIZERS:-memcheck racecheck initcheck}; do
@@ -1390,30 +1392,35 @@ if has xp-w2-test; then
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/xp-w2-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
   done
 fi
-if has xp-w2-ab; then
-  # Two transposer warps against one: KernelBench and the two-warpgroup draw by default
-  # (kb64 and the draw's layers transpose for two warpgroups), and with the transposition
-  # asked for wherever it can run (CONVT_WG_XP=1: kb70's position-major tiles of 24 channels,
-  # kb61, kb73), float32 (TF32) and bfloat16, GPU time, two rounds.
-  step xp-w2-ab-kb python3 scripts/env_ab.py --suite kernelbench --dtype fp32,bf16 --rounds 2 \
-    --gpu-time --json "$OUT/xp-w2-ab-kb.json" base= w2=CONVT_WG_XP_WARPS=2 \
-    xp=CONVT_WG_XP=1 xpw2=CONVT_WG_XP=1,CONVT_WG_XP_WARPS=2
-  python3 scripts/ab_summary.py "$OUT/xp-w2-ab-kb.log" | tee -a "$SUMMARY"
-  step xp-w2-ab-fuzz python3 scripts/env_ab.py --suite scripts/suites/xp_coop_fuzz.json \
-    --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/xp-w2-ab-fuzz.json" base= \
-    w2=CONVT_WG_XP_WARPS=2
-  python3 scripts/ab_summary.py "$OUT/xp-w2-ab-fuzz.log" | tee -a "$SUMMARY"
-  # Position-major tiles of 16-32 channels (scripts/suites/xp_w2_pos_fuzz.json, pool 4940;
-  # XP_W2_POS_SUITE for the held-out draw): checked against PyTorch with the transposition
-  # forced and two warps first, then the default against the transposition forced with one
-  # and with two warps.
-  ps=${XP_W2_POS_SUITE:-scripts/suites/xp_w2_pos_fuzz.json}
-  step xp-w2-pos-check env CONVT_WG_XP=1 CONVT_WG_XP_WARPS=2 python3 -m convt bench \
+if has xp-w2-ab || has xp-w2-held-ab; then
+  # Two transposer warps (the default) against one (CONVT_WG_XP_WARPS=1), float32 (TF32)
+  # and bfloat16, GPU time, two rounds: xp-w2-ab on KernelBench (also with the
+  # transposition asked for wherever it can run, CONVT_WG_XP=1) and the two-warpgroup draw
+  # (scripts/suites/xp_coop_fuzz.json); xp-w2-held-ab on the held-out two-warpgroup draw
+  # (xp_coop_heldout.json). Then position-major tiles of 16-32 channels with the
+  # transposition forced (xp_w2_pos_fuzz.json, or xp_w2_pos_heldout.json for
+  # xp-w2-held-ab; XP_W2_POS_SUITE for another), checked against PyTorch first.
+  if has xp-w2-ab; then
+    step xp-w2-ab-kb python3 scripts/env_ab.py --suite kernelbench --dtype fp32,bf16 --rounds 2 \
+      --gpu-time --json "$OUT/xp-w2-ab-kb.json" base= w1=CONVT_WG_XP_WARPS=1 \
+      xp=CONVT_WG_XP=1 xpw1=CONVT_WG_XP=1,CONVT_WG_XP_WARPS=1
+    python3 scripts/ab_summary.py "$OUT/xp-w2-ab-kb.log" | tee -a "$SUMMARY"
+    cs=scripts/suites/xp_coop_fuzz.json
+    ps=${XP_W2_POS_SUITE:-scripts/suites/xp_w2_pos_fuzz.json}
+  else
+    cs=scripts/suites/xp_coop_heldout.json
+    ps=${XP_W2_POS_SUITE:-scripts/suites/xp_w2_pos_heldout.json}
+  fi
+  step xp-w2-ab-coop python3 scripts/env_ab.py --suite "$cs" \
+    --dtype fp32,bf16 --rounds 2 --gpu-time --json "$OUT/xp-w2-ab-coop.json" base= \
+    w1=CONVT_WG_XP_WARPS=1
+  python3 scripts/ab_summary.py "$OUT/xp-w2-ab-coop.log" | tee -a "$SUMMARY"
+  step xp-w2-pos-check env CONVT_WG_XP=1 python3 -m convt bench \
     --suite "$ps" --dtype fp32,bf16 --reps 1 --warmup 1 --json "$OUT/xp-w2-pos-check.json" -q
   grep -E "geomean|error|mismatch" "$OUT/xp-w2-pos-check.log" | tail -4 | tee -a "$SUMMARY"
   step xp-w2-ab-pos python3 scripts/env_ab.py --suite "$ps" --dtype fp32,bf16 --rounds 2 \
-    --gpu-time --json "$OUT/xp-w2-ab-pos.json" base= xp=CONVT_WG_XP=1 \
-    xpw2=CONVT_WG_XP=1,CONVT_WG_XP_WARPS=2
+    --gpu-time --json "$OUT/xp-w2-ab-pos.json" xp=CONVT_WG_XP=1 \
+    xpw1=CONVT_WG_XP=1,CONVT_WG_XP_WARPS=1
   python3 scripts/ab_summary.py "$OUT/xp-w2-ab-pos.log" | tee -a "$SUMMARY"
 fi
 if has export-time; then

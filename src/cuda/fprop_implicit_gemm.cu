@@ -335,19 +335,30 @@ static double xp_coop_macs() {
   const int v = wg_env_int("CONVT_WG_XP_COOP_MACS");
   return v > 0 ? double(v) : 768.0;
 }
-// Two transposer warps (ImplicitGemmFpropPlan::wg_xp_warps): CONVT_WG_XP_WARPS=2 (opt-in,
-// being measured) asks for them wherever the input is transposed in the kernel for two
-// consumer warpgroups or position-major tiles of 16-32 channels without W phase pairs (the
-// kernels built with them, fprop_launch_*_xp_w2.cu). In float the transposer moves as many
-// bytes per K step as in 16-bit types with twice the instructions per byte, and it keeps up
-// only where each input element is transposed once per tile ("The input transposed in the
-// kernel" in docs/kernels.md: kb70 in float32 1.7x slower transposed than with the copy).
-// Not in a build without those kernels (CONVT_NO_WG_XP_W2).
-static int xp_warps_wanted() {
+// Two transposer warps (ImplicitGemmFpropPlan::wg_xp_warps), each transposing every other
+// piece of the ring, wherever the input is transposed in the kernel for two consumer
+// warpgroups or position-major tiles of 16-32 channels without W phase pairs (the kernels
+// built with them, fprop_launch_*_xp_w2.cu). In float the transposer moves as many bytes per
+// K step as in 16-bit types with twice the instructions per byte, and one warp bounds the
+// K step where each input element is transposed more than once per tile ("The input
+// transposed in the kernel" in docs/kernels.md). Measured on an H200 against one warp
+// ("Two transposer warps" there): kb64 float32 2.05 -> 1.89 ms, the 51 layers of
+// scripts/suites/xp_coop_fuzz.json 1.039x (float32) / 1.023x (bfloat16) with none slower
+// by more than 3%, the transposition forced on 80 position-major layers 1.080x / 1.015x.
+// CONVT_WG_XP_WARPS=1 asks for one. Never in a build without those kernels
+// (CONVT_NO_WG_XP_W2; CONVT_NO_WG_XP_W2_16: without the 16-bit ones, as the exported
+// KernelBench files are built).
+static int xp_warps_wanted(int64_t elem_bytes) {
 #ifdef CONVT_NO_WG_XP_W2
+  (void)elem_bytes;
   return 1;
 #else
-  return wg_env_int("CONVT_WG_XP_WARPS") == 2 ? 2 : 1;
+#ifdef CONVT_NO_WG_XP_W2_16
+  if (elem_bytes == 2) return 1;
+#else
+  (void)elem_bytes;
+#endif
+  return wg_env_int("CONVT_WG_XP_WARPS") == 1 ? 1 : 2;
 #endif
 }
 // -1: the rule above; 0: never; 1: wherever it can run.
@@ -1007,7 +1018,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
   // Transposer warps where the input is transposed in the kernel (xp_warps_wanted): two
   // where the kernels have them (the plan otherwise the same: the ring's area does not
   // change).
-  const int xp_warps = xp_warps_wanted() == 2 && fold == 1 && !wpairs && mfold == 1 &&
+  const int xp_warps = xp_warps_wanted(e) == 2 && fold == 1 && !wpairs && mfold == 1 &&
                                (two_wg ? coop && !coop_n : nc == 16 || nc == 24 || nc == 32)
                            ? 2
                            : 1;

@@ -492,8 +492,21 @@ void launch_wgmma_xp_coop(const wg::Params& fp, const CUtensorMap& map, std::siz
   }
 }
 
+// Whether the kernels of two transposer warps are built for T (see
+// CONVT_INSTANTIATE_WGMMA_XP_W2 below).
+#ifdef CONVT_NO_WG_XP_W2
+template <typename T>
+constexpr bool kXpW2Built = false;
+#elif defined(CONVT_NO_WG_XP_W2_16)
+template <typename T>
+constexpr bool kXpW2Built = sizeof(T) == 4;
+#else
+template <typename T>
+constexpr bool kXpW2Built = true;
+#endif
+
 // The input transposed in the kernel by two transposer warps (ImplicitGemmFpropPlan::
-// wg_xp_warps = 2, opt-in CONVT_WG_XP_WARPS=2 while it is measured): two consumer
+// wg_xp_warps = 2; CONVT_WG_XP_WARPS=1 asks for one): two consumer
 // warpgroups (coop: n = 128, 192 or 256 positions) or position-major tiles of n = 16, 24 or
 // 32 channels (256 positions), compiled per T in translation units of their own
 // (fprop_launch_*_xp_w2.cu).
@@ -829,14 +842,14 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     if constexpr (!kSplit) {
       CONVT_CHECK(plan.wg_fold == 1, "convt: the input transposed in the kernel with W taps folded");
       if (plan.wg_xp_warps == 2) {
-#ifdef CONVT_NO_WG_XP_W2
-        CONVT_CHECK(false, "convt: built without the wgmma kernels of two transposer warps");
-#else
-        CONVT_CHECK(!plan.wg_wpairs && !plan.wg_coop_n && (plan.wg_coop || plan.wg_n == 256),
-                    "convt: two transposer warps for this tile");
-        launch_wgmma_xp_w2<T>(fp, map, smem, opt.stream, device, plan.wg_coop,
-                              plan.wg_coop ? plan.wg_n : plan.wg_nc);
-#endif
+        if constexpr (kXpW2Built<T>) {
+          CONVT_CHECK(!plan.wg_wpairs && !plan.wg_coop_n && (plan.wg_coop || plan.wg_n == 256),
+                      "convt: two transposer warps for this tile");
+          launch_wgmma_xp_w2<T>(fp, map, smem, opt.stream, device, plan.wg_coop,
+                                plan.wg_coop ? plan.wg_n : plan.wg_nc);
+        } else {
+          CONVT_CHECK(false, "convt: built without the wgmma kernels of two transposer warps");
+        }
       } else if (plan.wg_nc > 0) {
         CONVT_CHECK(plan.wg_n == 256, "convt: wgmma position-major tile of ", plan.wg_n,
                     " positions");
@@ -1025,8 +1038,9 @@ void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
                                         cudaStream_t, int, int)
 #endif
 // The tiles transposed by two transposer warps, one unit per T (fprop_launch_*_xp_w2.cu);
-// none where CONVT_NO_WG_XP_W2 is defined (the exported KernelBench files: an opt-in form;
-// the planner then never takes it).
+// none where CONVT_NO_WG_XP_W2 is defined, float's only where CONVT_NO_WG_XP_W2_16 is (the
+// exported KernelBench files, built as one unit: the 16-bit ones gain least; kXpW2Built);
+// the planner then takes one transposer warp in their place (xp_warps_wanted).
 #ifdef CONVT_NO_WG_XP_W2
 #define CONVT_EXTERN_WGMMA_XP_W2(T) static_assert(true, "")
 #define CONVT_INSTANTIATE_WGMMA_XP_W2(T) static_assert(true, "")

@@ -6,7 +6,10 @@
 namespace convt {
 namespace cuda {
 
+// (Not where CONVT_NO_WG_XP_W2_16 leaves the 16-bit ones out: kXpW2Built.)
+#ifndef CONVT_NO_WG_XP_W2_16
 CONVT_INSTANTIATE_WGMMA_XP_W2(__half);
+#endif
 
 }  // namespace cuda
 }  // namespace convt

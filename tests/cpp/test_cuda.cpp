@@ -1817,54 +1817,59 @@ TEST_P(CudaWgmmaXp, TransposesWhereItCanAndMatchesFloat64Oracle) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaXp,
                          ::testing::Range(0, static_cast<int>(xp_cases().size())));
 
-// Two transposer warps (CONVT_WG_XP_WARPS=2, ImplicitGemmFpropPlan::wg_xp_warps): each
-// transposes every other piece of the ring. The two-warpgroup cases above (each N) and the
-// position-major cases of the transposition's list (16 and 24 channels, where the
-// transposition runs: CONVT_WG_XP=1 on the tiles they are shaped for) against the float64
-// oracle in every precision, each plan that transposes for two warpgroups or a
-// position-major tile of 16-32 channels saying so; some of each kind do.
+// Two transposer warps (ImplicitGemmFpropPlan::wg_xp_warps, by default; one with
+// CONVT_WG_XP_WARPS=1): each transposes every other piece of the ring. The two-warpgroup
+// cases above (each N) and the position-major cases of the transposition's list (16 and 24
+// channels, where the transposition runs: CONVT_WG_XP=1 on the tiles they are shaped for)
+// against the float64 oracle in every precision with two warps and with one, each plan that
+// transposes for two warpgroups or a position-major tile of 16-32 channels saying so exactly
+// where two warps run; some of each kind do.
 TEST(CudaWgmmaXpWarps, TwoTransposerWarpsMatchTheFloat64Oracle) {
   const std::string reason = wgmma_unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << reason;
-  const ScopedEnv warps("CONVT_WG_XP_WARPS", "2");
   const ScopedEnv xp("CONVT_WG_XP", "1");
   const ScopedEnv even("CONVT_WG_EVEN", "0");
-  int coop = 0, pos = 0;
-  auto expect = [&](const Precision& precision, bool split, const std::string& what) {
-    expect_wgmma_kernel(precision, split, what);
-    if (split || what.find("input transposed in the kernel") == std::string::npos) return;
-    const bool two_wg = what.find("(two warpgroups)") != std::string::npos;
-    const bool narrow = what.find("positions x 16 channels") != std::string::npos ||
-                        what.find("positions x 24 channels") != std::string::npos ||
-                        what.find("positions x 32 channels") != std::string::npos;
-    const bool pairs = what.find("W phase pairs") != std::string::npos;
-    EXPECT_EQ(what.find("two transposer warps") != std::string::npos,
-              two_wg || (narrow && !pairs))
-        << precision.name << ": " << what;
-    if (two_wg) ++coop;
-    if (narrow && !pairs) ++pos;
-  };
-  {
-    const ScopedEnv coop_env("CONVT_WG_COOP", "1");
-    const ScopedEnv xp_coop("CONVT_WG_XP_COOP", "1");
-    const std::vector<Case> cases = xp_coop_cases();
-    for (size_t i = 0; i < cases.size(); ++i) {
-      for (const char* n : {"", "128", "192"}) {
-        SCOPED_TRACE(std::string("CONVT_WG_N=") + n);
-        const ScopedEnv cap("CONVT_WG_N", n);
-        check_wgmma_case(cases[i], 7717u * uint64_t(i) + 3, expect);
-        if (quick_mode()) break;
+  for (const char* warps : {"", "1"}) {
+    SCOPED_TRACE(std::string("CONVT_WG_XP_WARPS=") + warps);
+    const ScopedEnv warps_env("CONVT_WG_XP_WARPS", warps);
+    const bool two = *warps == '\0';
+    int coop = 0, pos = 0;
+    auto expect = [&](const Precision& precision, bool split, const std::string& what) {
+      expect_wgmma_kernel(precision, split, what);
+      if (split || what.find("input transposed in the kernel") == std::string::npos) return;
+      const bool two_wg = what.find("(two warpgroups)") != std::string::npos;
+      const bool narrow = what.find("positions x 16 channels") != std::string::npos ||
+                          what.find("positions x 24 channels") != std::string::npos ||
+                          what.find("positions x 32 channels") != std::string::npos;
+      const bool pairs = what.find("W phase pairs") != std::string::npos;
+      EXPECT_EQ(what.find("two transposer warps") != std::string::npos,
+                two && (two_wg || (narrow && !pairs)))
+          << precision.name << ": " << what;
+      if (two_wg) ++coop;
+      if (narrow && !pairs) ++pos;
+    };
+    {
+      const ScopedEnv coop_env("CONVT_WG_COOP", "1");
+      const ScopedEnv xp_coop("CONVT_WG_XP_COOP", "1");
+      const std::vector<Case> cases = xp_coop_cases();
+      for (size_t i = 0; i < cases.size(); ++i) {
+        for (const char* n : {"", "128", "192"}) {
+          SCOPED_TRACE(std::string("CONVT_WG_N=") + n);
+          const ScopedEnv cap("CONVT_WG_N", n);
+          check_wgmma_case(cases[i], 7717u * uint64_t(i) + 3, expect);
+          if (quick_mode()) break;
+        }
       }
     }
+    const std::vector<XpCase> xcases = xp_cases();
+    for (size_t i = 0; i < xcases.size(); ++i) {
+      const Problem& p = xcases[i].problem;
+      if (p.out_channels / p.groups > 32 || !xcases[i].xp) continue;
+      check_wgmma_case(Case{p, Layout::kContiguous}, 7723u * uint64_t(i) + 5, expect);
+    }
+    EXPECT_GT(coop, 0);
+    EXPECT_GT(pos, 0);
   }
-  const std::vector<XpCase> xcases = xp_cases();
-  for (size_t i = 0; i < xcases.size(); ++i) {
-    const Problem& p = xcases[i].problem;
-    if (p.out_channels / p.groups > 32 || !xcases[i].xp) continue;
-    check_wgmma_case(Case{p, Layout::kContiguous}, 7723u * uint64_t(i) + 5, expect);
-  }
-  EXPECT_GT(coop, 0);
-  EXPECT_GT(pos, 0);
 }
 
 // The N that fills the machine (plan_wgmma_tile): DCGAN's first layer at batch 128 (1 x 1

@@ -1720,11 +1720,12 @@ __device__ __forceinline__ void xp_transpose_piece(uint32_t piece, uint32_t box,
 // parity, fixed per store, picks the half of the 128 bytes): cu in a pair, 4 consecutive j,
 // two lanes per bank group. G = 1 (32-byte rows, where two quarter-warp lanes in four would
 // collide) reorders instead: lane j takes its k-th store at column k ^ (j & 3), its
-// registers permuted back with selects. Columns outside the box go to the lane's trash row.
+// registers permuted back with selects. Columns outside the box are not stored (each lane
+// stores on its own, unlike stmatrix's eight-lane rows).
 template <int G>
-__device__ __forceinline__ void xp_transpose_piece_f32(uint32_t piece, uint32_t box,
-                                                       uint32_t trash, int h0, int rows,
-                                                       int chunk, int wsh, int wbox, int lane) {
+__device__ __forceinline__ void xp_transpose_piece_f32(uint32_t piece, uint32_t box, int h0,
+                                                       int rows, int chunk, int wsh, int wbox,
+                                                       int lane) {
   static_assert(G == 1 || G == 2 || G == 4, "K steps of 8, 16 or 32 channels");
   constexpr int kBk = 8 * G, kRb = 4 * kBk;
   constexpr int kIters = 2;  // (4 / G rows x 2 G units x 8 column units) / 32 lanes
@@ -1768,9 +1769,8 @@ __device__ __forceinline__ void xp_transpose_piece_f32(uint32_t piece, uint32_t 
       const int col = col0 + 4 * j + (i ^ rho);
       const int q = rowq + col;
       const int sw = kRb == 128 ? (q & 7) : kRb == 64 ? ((q >> 1) & 3) : ((q >> 2) & 1);
-      const uint32_t dst = unsigned(col) < unsigned(wbox)
-                               ? box + uint32_t(q * kRb) + 16u * uint32_t(cu ^ sw)
-                               : trash;
+      if (unsigned(col) >= unsigned(wbox)) continue;  // (a column outside the box)
+      const uint32_t dst = box + uint32_t(q * kRb) + 16u * uint32_t(cu ^ sw);
       asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(b[0][i]),
                    "r"(b[1][i]), "r"(b[2][i]), "r"(b[3][i])
                    : "memory");
@@ -1889,8 +1889,10 @@ __global__ void __launch_bounds__(block_threads(kXp,
     int turn = 0;
     int xs = 0;
     uint32_t xpar = 0;
-    // (The first warp's lanes a trash row each; the second's lanes share one, past the
-    // headers: a store's lanes may write one address, and the two warps never share one.)
+    // (16-bit types, whose stmatrix stores take a row address from every lane: the first
+    // warp's lanes a trash row each; the second's lanes share one, past the headers: one
+    // stmatrix's lanes may write one address, and the two warps never share one. Float
+    // stores only the columns inside the box.)
     const uint32_t trash =
         xw == 0 ? xp_meta + 512 + 16 * lane
                 : xp_meta + uint32_t((2 * 8 + sizeof(XpHeader)) * kXpMaxPieces);
@@ -1911,13 +1913,13 @@ __global__ void __launch_bounds__(block_threads(kXp,
         // (Another warp's piece: only its header was read.)
       } else if constexpr (sizeof(T) == 4) {
         if (p.bk == 8) {
-          xp_transpose_piece_f32<1>(piece, box, trash, hd.h0, rows, hd.chunk, hd.wsh, p.wbox,
+          xp_transpose_piece_f32<1>(piece, box, hd.h0, rows, hd.chunk, hd.wsh, p.wbox,
                                     lane);
         } else if (p.bk == 16) {
-          xp_transpose_piece_f32<2>(piece, box, trash, hd.h0, rows, hd.chunk, hd.wsh, p.wbox,
+          xp_transpose_piece_f32<2>(piece, box, hd.h0, rows, hd.chunk, hd.wsh, p.wbox,
                                     lane);
         } else {
-          xp_transpose_piece_f32<4>(piece, box, trash, hd.h0, rows, hd.chunk, hd.wsh, p.wbox,
+          xp_transpose_piece_f32<4>(piece, box, hd.h0, rows, hd.chunk, hd.wsh, p.wbox,
                                     lane);
         }
       } else if (p.bk == 16) {

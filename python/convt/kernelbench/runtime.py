@@ -37,16 +37,16 @@ _convt_ext_lock = _convt_threading.Lock()
 
 # Undo PyTorch's default nvcc flags that hide the float16/bfloat16 operators and
 # conversions; convt's kernels convert explicitly, so they build either way, but they
-# are built (and tested) with the CUDA headers' defaults. CONVT_NO_WG_MFOLD and
-# CONVT_NO_WG_XP_W2 leave out the kernels of opt-in forms (W taps stacked in M,
-# CONVT_WG_MFOLD=1; two transposer warps, CONVT_WG_XP_WARPS=2), which would lengthen this
-# one-unit build.
+# are built (and tested) with the CUDA headers' defaults. CONVT_NO_WG_MFOLD leaves out
+# the kernels of an opt-in form (W taps stacked in M, CONVT_WG_MFOLD=1) and
+# CONVT_NO_WG_XP_W2_16 the 16-bit kernels of two transposer warps (those gain least; one
+# transposer warp runs in their place), which would lengthen this one-unit build.
 _CONVT_NVCC_FLAGS = [
     "-O3",
     "--expt-relaxed-constexpr",
     "-DCONVT_WITH_CUDA",
     "-DCONVT_NO_WG_MFOLD",
-    "-DCONVT_NO_WG_XP_W2",
+    "-DCONVT_NO_WG_XP_W2_16",
     "-U__CUDA_NO_HALF_OPERATORS__",
     "-U__CUDA_NO_HALF_CONVERSIONS__",
     "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
