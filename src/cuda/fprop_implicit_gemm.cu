@@ -330,10 +330,16 @@ constexpr int64_t kXpCoopMinStepBytes = 64;
 // warpgroups take the transposition (one warpgroup's bound is 768; see the transposition's
 // rules in plan_wgmma_tile_capped). Two warpgroups transpose each input element once per
 // 128 channels where one transposes it once per 64, so the copy they save may pay up to a
-// higher bound. CONVT_WG_XP_COOP_MACS=M (being measured; unset: 768, the same bound).
-static double xp_coop_macs() {
+// higher bound. Measured on an H200 with two transposer warps (GPU time; docs/kernels.md,
+// "Two warpgroups over the input transposed in the kernel"), over the 54 fuzzed layers the
+// bound moves up to 4096 (scripts/suites/xp_coop_macs_fuzz.json): in float32 1.044x at
+// 1536, 1.050x at 2304, 1.049x at 4096 (one layer 0.95x), 1.021x at 2304 on the 41 held-out
+// layers (xp_coop_macs_heldout.json; none slower by more than 3%); in bfloat16 1.015x,
+// 1.003x, 0.987x, with layers down to 0.59x. So 2304 in float32, 768 in 16-bit types.
+// CONVT_WG_XP_COOP_MACS=M sets it for every type.
+static double xp_coop_macs(int64_t elem_bytes) {
   const int v = wg_env_int("CONVT_WG_XP_COOP_MACS");
-  return v > 0 ? double(v) : 768.0;
+  return v > 0 ? double(v) : elem_bytes == 4 ? 2304.0 : 768.0;
 }
 // Two transposer warps (ImplicitGemmFpropPlan::wg_xp_warps), each transposing every other
 // piece of the ring, wherever the input is transposed in the kernel for two consumer
@@ -1139,7 +1145,7 @@ static void plan_wgmma_tile_capped(const Problem& p, ImplicitGemmFpropPlan& plan
                       plan.wg_stack == 1 &&
                       xp_env != 0 &&
                       (xp_env == 1 ||
-                       (macs_per_elem <= (two_wg ? xp_coop_macs() : 768) && fills &&
+                       (macs_per_elem <= (two_wg ? xp_coop_macs(e) : 768) && fills &&
                         (e == 2 || once)));
     const int64_t ring_env = std::min<int64_t>(wg_env_int("CONVT_WG_XP_RING"), wg::kXpMaxPieces);
     // The ring for the plan's K step as it stands: its pieces (hp rows x bk channels x

@@ -2384,12 +2384,14 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaScatter,
 // of output channels x W taps over 2.5 x the input channels on it in TF32; and (the rule
 // of the same day) two warpgroups over the input transposed in the kernel outside strict
 // float32 (128 -> 128, and 100 -> 200, whose second 128-channel tile holds 72 channels and
-// whose 16-bit K step of 16 channels x 2 W taps holds the rule's least 64 bytes).
+// whose 16-bit K step of 16 channels x 2 W taps holds the rule's least 64 bytes), and past
+// 768 multiply-adds per input element in TF32 only (2 groups of 105 -> 230, kernel 4,
+// dilation 2: 920; the copy in 16-bit types).
 TEST(CudaDispatchRules, LayersTheRulesMoveMatchTheOracle) {
   const std::string reason = wgmma_unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << reason;
   const ScopedEnv few("CONVT_WG_FEW_STEPS", "0");
-  enum Rule { kPairs, kVolume, kRow, kXpCoop };
+  enum Rule { kPairs, kVolume, kRow, kXpCoop, kXpCoopTf32 };
   struct RuleCase {
     Problem problem;
     Rule rule;
@@ -2418,7 +2420,10 @@ TEST(CudaDispatchRules, LayersTheRulesMoveMatchTheOracle) {
        kXpCoop},
       {make_problem(1, 2, 100, 200, 1, {3000, 1, 1}, {2, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
                     {1, 1, 1}, true),
-       kXpCoop}};
+       kXpCoop},
+      {make_problem(1, 2, 210, 460, 2, {3000, 1, 1}, {4, 1, 1}, {1, 1, 1}, {2, 0, 0}, {1, 0, 0},
+                    {2, 1, 1}, true),
+       kXpCoopTf32}};
   uint64_t seed = 7919u;
   for (const RuleCase& rc : cases) {
     SCOPED_TRACE(rc.problem.to_string());
@@ -2448,6 +2453,12 @@ TEST(CudaDispatchRules, LayersTheRulesMoveMatchTheOracle) {
         EXPECT_NE(what.find("(two warpgroups)"), std::string::npos)
             << precision.name << ": " << what;
         EXPECT_NE(what.find("transposed in the kernel"), std::string::npos)
+            << precision.name << ": " << what;
+      }
+      if (rc.rule == kXpCoopTf32 && !split) {
+        EXPECT_NE(what.find("(two warpgroups)"), std::string::npos)
+            << precision.name << ": " << what;
+        EXPECT_EQ(what.find("transposed in the kernel") != std::string::npos, tf32)
             << precision.name << ": " << what;
       }
       check_all_directions(rc.problem, Layout::kContiguous, precision, seed++);

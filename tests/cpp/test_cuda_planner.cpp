@@ -761,6 +761,21 @@ TEST(CudaPlanner, TwoWarpgroupsOverTheInputTransposedInTheKernel) {
         plan_under("CONVT_WG_XP_COOP_MACS", "2048", kb69.canonical3d(), opt);
     EXPECT_TRUE(high.wg && high.wg_coop && high.wg_xp) << high.describe();
   }
+  // The float32 bound, 2304: a layer of 920 multiply-adds per input element (2 groups of
+  // 105 -> 230, kernel 4, dilation 2) transposes for two warpgroups in float32, not with the
+  // bound at 768, and takes the copy in bfloat16.
+  Problem mid = convt::test::make_problem(1, 8, 210, 460, 2, {16748, 1, 1}, {4, 1, 1},
+                                          {1, 1, 1}, {2, 0, 0}, {1, 0, 0}, {2, 1, 1}, true);
+  {
+    const ExecOptions opt;
+    const Plan f32 = convt::cuda::plan_implicit_gemm_fprop(mid.canonical3d(), opt);
+    EXPECT_TRUE(f32.wg && f32.wg_coop && f32.wg_xp) << f32.describe();
+    const auto [low, low_d] = plan_under("CONVT_WG_XP_COOP_MACS", "768", mid.canonical3d(), opt);
+    EXPECT_TRUE(low.wg && low.wg_coop && !low.wg_xp) << low.describe();
+    mid.dtype = DType::kBFloat16;
+    const Plan b16 = convt::cuda::plan_implicit_gemm_fprop(mid.canonical3d(), opt);
+    EXPECT_TRUE(b16.wg && !(b16.wg_coop && b16.wg_xp)) << b16.describe();
+  }
 }
 
 // Two transposer warps (ImplicitGemmFpropPlan::wg_xp_warps): never with CONVT_WG_XP_WARPS=1;
