@@ -45,6 +45,7 @@
 #   bash scripts/gpu_check.sh install xp-coop-macs-ab   # two warpgroups transposing past 768 multiply-adds per input element (CONVT_WG_XP_COOP_MACS)
 #   bash scripts/gpu_check.sh build xp-w2-test install xp-w2-ab   # two transposer warps (the default) against one (CONVT_WG_XP_WARPS=1): tests, sanitizers, A/B
 #   bash scripts/gpu_check.sh install xp-w2-held-ab   # the same A/B on the held-out draws
+#   bash scripts/gpu_check.sh build rules-test   # the layers the dispatch rules move, and the two-warpgroup transposition's tests
 #   bash scripts/gpu_check.sh install export-time   # an exported solution's first build and check (EXPORT_CASE)
 #   AUDIT_SUITE=scripts/suites/dispatch_audit_wide.json bash scripts/gpu_check.sh install dispatch-audit   # the audit on wider groups (4-256 channels, 1-4 groups, strides up to 4)
 #   bash scripts/gpu_check.sh build install wprobe   # the weight tiles' L2 traffic's cost: KernelBench under CONVT_WG_WREUSE=2 (a probe, wrong results)
@@ -1362,18 +1363,20 @@ if has xp-coop-macs-ab; then
   # multiply-adds per input element (CONVT_WG_XP_COOP_MACS): the layers whose plan a bound of
   # 4096 changes (scripts/suites/xp_coop_macs_fuzz.json, pool 4930; XP_COOP_MACS_SUITE for
   # the held-out draw, xp_coop_macs_heldout.json) checked against PyTorch with it first,
-  # then the GPU's time at 768 (the default), 1536, 2304 and 4096, and KernelBench's kb69
+  # then the GPU's time at 768 (16-bit types' default; the first setting, so the others are
+  # compared with it), 1536, 2304 (float32's default) and 4096, and KernelBench's kb69
   # (1920) with it.
   ms=${XP_COOP_MACS_SUITE:-scripts/suites/xp_coop_macs_fuzz.json}
   step xp-coop-macs-check env CONVT_WG_XP_COOP_MACS=4096 python3 -m convt bench --suite "$ms" \
     --dtype fp32,bf16 --reps 1 --warmup 1 --json "$OUT/xp-coop-macs-check.json" -q
   grep -E "geomean|error|mismatch" "$OUT/xp-coop-macs-check.log" | tail -4 | tee -a "$SUMMARY"
   step xp-coop-macs-ab python3 scripts/env_ab.py --suite "$ms" --dtype fp32,bf16 --rounds 2 \
-    --gpu-time --json "$OUT/xp-coop-macs-ab.json" base= m1536=CONVT_WG_XP_COOP_MACS=1536 \
-    m2304=CONVT_WG_XP_COOP_MACS=2304 m4096=CONVT_WG_XP_COOP_MACS=4096
+    --gpu-time --json "$OUT/xp-coop-macs-ab.json" m768=CONVT_WG_XP_COOP_MACS=768 \
+    m1536=CONVT_WG_XP_COOP_MACS=1536 m2304=CONVT_WG_XP_COOP_MACS=2304 \
+    m4096=CONVT_WG_XP_COOP_MACS=4096
   python3 scripts/ab_summary.py "$OUT/xp-coop-macs-ab.log" | tee -a "$SUMMARY"
   step xp-coop-macs-kb python3 scripts/env_ab.py --cases kb69 --dtype bf16 --rounds 2 \
-    --gpu-time base= m4096=CONVT_WG_XP_COOP_MACS=4096
+    --gpu-time m768=CONVT_WG_XP_COOP_MACS=768 m4096=CONVT_WG_XP_COOP_MACS=4096
   tail -3 "$OUT/xp-coop-macs-kb.log" | tee -a "$SUMMARY"
 fi
 if has xp-w2-test; then
@@ -1391,6 +1394,14 @@ if has xp-w2-test; then
       --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*XpWarps*'
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/xp-w2-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
   done
+fi
+if has rules-test; then
+  # The layers the dispatch rules move (CudaDispatchRules: each rule's layers in every
+  # precision against the float64 oracle, as dispatched) and the two-warpgroup transposition's
+  # tests, under the defaults.
+  step rules-test "$BUILD/tests/cpp/convt_test_cuda" \
+    --gtest_filter='CudaDispatchRules.*:*WgmmaXpCoop*:*XpWarps*'
+  grep -E "PASSED|FAILED" "$OUT/rules-test.log" | tail -5 | tee -a "$SUMMARY"
 fi
 if has xp-w2-ab || has xp-w2-held-ab; then
   # Two transposer warps (the default) against one (CONVT_WG_XP_WARPS=1), float32 (TF32)
