@@ -46,6 +46,7 @@
 #   bash scripts/gpu_check.sh build xp-w2-test install xp-w2-ab   # two transposer warps (the default) against one (CONVT_WG_XP_WARPS=1): tests, sanitizers, A/B
 #   bash scripts/gpu_check.sh install xp-w2-held-ab   # the same A/B on the held-out draws
 #   bash scripts/gpu_check.sh build rules-test   # the layers the dispatch rules move, and the two-warpgroup transposition's tests
+#   bash scripts/gpu_check.sh install few-out-ab   # few output channels (1-4): the default against the direct and TMA kernels (FEW_OUT_SUITE)
 #   bash scripts/gpu_check.sh install export-time   # an exported solution's first build and check (EXPORT_CASE)
 #   AUDIT_SUITE=scripts/suites/dispatch_audit_wide.json bash scripts/gpu_check.sh install dispatch-audit   # the audit on wider groups (4-256 channels, 1-4 groups, strides up to 4)
 #   bash scripts/gpu_check.sh build install wprobe   # the weight tiles' L2 traffic's cost: KernelBench under CONVT_WG_WREUSE=2 (a probe, wrong results)
@@ -1402,6 +1403,32 @@ if has rules-test; then
   step rules-test "$BUILD/tests/cpp/convt_test_cuda" \
     --gtest_filter='CudaDispatchRules.*:*WgmmaXpCoop*:*XpWarps*'
   grep -E "PASSED|FAILED" "$OUT/rules-test.log" | tail -5 | tee -a "$SUMMARY"
+fi
+if has few-out-ab; then
+  # Few output channels (1-4 a group, 8-512 input channels: the last layers of generators
+  # and decoders), which the dispatch gives position-major wgmma tiles of 8 channels: the
+  # draw (scripts/suites/few_outputs_fuzz.json; FEW_OUT_SUITE=scripts/suites/
+  # few_outputs_heldout.json for the held-out one) checked against PyTorch and timed end to
+  # end, then the GPU's time of the default against the direct kernel and the TMA kernel
+  # forced, float32 (TF32) and bfloat16, two rounds; the same for the published layers of
+  # this kind (more_models: pix2pix's, WaveGAN's, Conv-TasNet's, FSRCNN's last layers;
+  # models: DCGAN's).
+  fs=${FEW_OUT_SUITE:-scripts/suites/few_outputs_fuzz.json}
+  step few-out-check python3 -m convt bench --suite "$fs" --dtype fp32,bf16 --reps 5 \
+    --warmup 2 --json "$OUT/few-out-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/few-out-check.log" | tail -4 | tee -a "$SUMMARY"
+  step few-out-ab python3 scripts/env_ab.py --suite "$fs" --dtype fp32,bf16 --rounds 2 \
+    --gpu-time --json "$OUT/few-out-ab.json" base= direct=CONVT_FORWARD_KERNEL=direct \
+    tma=CONVT_FORWARD_KERNEL=implicit_gemm_tma
+  python3 scripts/ab_summary.py "$OUT/few-out-ab.log" | tee -a "$SUMMARY"
+  step few-out-models python3 scripts/env_ab.py --suite scripts/suites/more_models.json \
+    --cases pix2pix_out,wavegan_out,convtasnet_dec,fsrcnn_x3 --dtype fp32,bf16 --rounds 2 \
+    --gpu-time base= direct=CONVT_FORWARD_KERNEL=direct tma=CONVT_FORWARD_KERNEL=implicit_gemm_tma
+  tail -12 "$OUT/few-out-models.log" | tee -a "$SUMMARY"
+  step few-out-dcgan python3 scripts/env_ab.py --suite models --cases dcgan_g5 \
+    --dtype fp32,bf16 --rounds 2 --gpu-time base= direct=CONVT_FORWARD_KERNEL=direct \
+    tma=CONVT_FORWARD_KERNEL=implicit_gemm_tma
+  tail -6 "$OUT/few-out-dcgan.log" | tee -a "$SUMMARY"
 fi
 if has xp-w2-ab || has xp-w2-held-ab; then
   # Two transposer warps (the default) against one (CONVT_WG_XP_WARPS=1), float32 (TF32)

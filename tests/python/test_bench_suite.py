@@ -183,6 +183,32 @@ def test_few_channels_fuzz_suites_are_the_generators_output(name, tmp_path):
 
 
 
+@pytest.mark.parametrize("name", ["few_outputs_fuzz", "few_outputs_heldout"])
+def test_few_outputs_fuzz_suites_are_the_generators_output(name, tmp_path):
+    """scripts/suites/few_outputs_fuzz.json and few_outputs_heldout.json (40 fuzzed layers
+    each of 8-512 input and 1-4 output channels, groups of one, of two seeds: the first for
+    choosing a rule for few output channels, the second for checking it on layers that
+    played no part in the choice) are valid suite files, and scripts/fuzz_suite.py run with
+    the command each description records writes it again byte for byte."""
+    root = Path(__file__).resolve().parents[2]
+    path = root / "scripts" / "suites" / f"{name}.json"
+    suite = load_suite(path)
+    assert len(suite.cases) == 40 and len(set(suite.ids())) == 40
+    assert {c.groups for c in suite.cases} == {1}
+    assert {c.dims for c in suite.cases} == {1, 2, 3}
+    assert all(8 <= c.in_channels <= 512 and 1 <= c.out_channels <= 4 for c in suite.cases)
+    command = json.loads(path.read_text())["about"].split("Written by `")[1].split("`")[0]
+    assert command.endswith(f"--out scripts/suites/{name}.json")
+    assert regenerated(name, tmp_path) == path.read_text()
+    root_suites = root / "scripts" / "suites"
+    if name.endswith("heldout"):
+        key = lambda c: (c.dims, c.batch, c.in_channels, c.out_channels, tuple(c.input_size),
+                         tuple(c.kernel_size), tuple(c.stride), tuple(c.padding),
+                         tuple(c.output_padding), tuple(c.dilation))
+        chosen = {key(c) for c in load_suite(root_suites / "few_outputs_fuzz.json").cases}
+        assert not chosen & {key(c) for c in suite.cases}
+
+
 @pytest.mark.parametrize("name", ["dispatch_audit", "dispatch_audit_any"])
 def test_dispatch_audit_suites_are_the_generators_output(name, tmp_path):
     """scripts/suites/dispatch_audit.json (input sizes powers of two times a starting side,
