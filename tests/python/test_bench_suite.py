@@ -170,16 +170,25 @@ def test_few_channels_fuzz_suites_are_the_generators_output(name, tmp_path):
     few-channel rules, the second for checking them on layers that played no part in the
     choice) are valid suite files, and scripts/fuzz_suite.py run with the command each
     description records writes it again byte for byte."""
+    check_channel_draw(name, tmp_path, 24, (1, 7), (3, 64))
+
+
+def check_channel_draw(name, tmp_path, count, in_range, out_range):
+    """A fuzzed draw of groups of one: `count` distinct layers of every dimensionality, their
+    channels a group within the ranges, which scripts/fuzz_suite.py run with the command its
+    description records writes again byte for byte. Returns the suite."""
     root = Path(__file__).resolve().parents[2]
     path = root / "scripts" / "suites" / f"{name}.json"
     suite = load_suite(path)
-    assert len(suite.cases) == 24 and len(set(suite.ids())) == 24
+    assert len(suite.cases) == count and len(set(suite.ids())) == count
     assert {c.groups for c in suite.cases} == {1}
     assert {c.dims for c in suite.cases} == {1, 2, 3}
-    assert all(1 <= c.in_channels <= 7 and 3 <= c.out_channels <= 64 for c in suite.cases)
+    assert all(in_range[0] <= c.in_channels <= in_range[1] and
+               out_range[0] <= c.out_channels <= out_range[1] for c in suite.cases)
     command = json.loads(path.read_text())["about"].split("Written by `")[1].split("`")[0]
     assert command.endswith(f"--out scripts/suites/{name}.json")
     assert regenerated(name, tmp_path) == path.read_text()
+    return suite
 
 
 
@@ -190,17 +199,8 @@ def test_few_outputs_fuzz_suites_are_the_generators_output(name, tmp_path):
     choosing a rule for few output channels, the second for checking it on layers that
     played no part in the choice) are valid suite files, and scripts/fuzz_suite.py run with
     the command each description records writes it again byte for byte."""
-    root = Path(__file__).resolve().parents[2]
-    path = root / "scripts" / "suites" / f"{name}.json"
-    suite = load_suite(path)
-    assert len(suite.cases) == 40 and len(set(suite.ids())) == 40
-    assert {c.groups for c in suite.cases} == {1}
-    assert {c.dims for c in suite.cases} == {1, 2, 3}
-    assert all(8 <= c.in_channels <= 512 and 1 <= c.out_channels <= 4 for c in suite.cases)
-    command = json.loads(path.read_text())["about"].split("Written by `")[1].split("`")[0]
-    assert command.endswith(f"--out scripts/suites/{name}.json")
-    assert regenerated(name, tmp_path) == path.read_text()
-    root_suites = root / "scripts" / "suites"
+    suite = check_channel_draw(name, tmp_path, 40, (8, 512), (1, 4))
+    root_suites = Path(__file__).resolve().parents[2] / "scripts" / "suites"
     if name.endswith("heldout"):
         key = lambda c: (c.dims, c.batch, c.in_channels, c.out_channels, tuple(c.input_size),
                          tuple(c.kernel_size), tuple(c.stride), tuple(c.padding),
