@@ -47,6 +47,7 @@
 #   bash scripts/gpu_check.sh install xp-w2-held-ab   # the same A/B on the held-out draws
 #   bash scripts/gpu_check.sh build rules-test   # the layers the dispatch rules move, and the two-warpgroup transposition's tests
 #   bash scripts/gpu_check.sh install few-out-ab   # few output channels (1-4): the default against the direct and TMA kernels (FEW_OUT_SUITE)
+#   bash scripts/gpu_check.sh build fold-test install fold-ab   # GEMM and fold: tests, sanitizers, A/B on few output channels (FEW_OUT_SUITE)
 #   bash scripts/gpu_check.sh install export-time   # an exported solution's first build and check (EXPORT_CASE)
 #   AUDIT_SUITE=scripts/suites/dispatch_audit_wide.json bash scripts/gpu_check.sh install dispatch-audit   # the audit on wider groups (4-256 channels, 1-4 groups, strides up to 4)
 #   bash scripts/gpu_check.sh build install wprobe   # the weight tiles' L2 traffic's cost: KernelBench under CONVT_WG_WREUSE=2 (a probe, wrong results)
@@ -1429,6 +1430,41 @@ if has few-out-ab; then
     --dtype fp32,bf16 --rounds 2 --gpu-time base= direct=CONVT_FORWARD_KERNEL=direct \
     tma=CONVT_FORWARD_KERNEL=implicit_gemm_tma
   tail -6 "$OUT/few-out-dcgan.log" | tee -a "$SUMMARY"
+fi
+if has fold-test; then
+  # GEMM and fold: its tests (every precision against the float64 oracle, forced), the
+  # tensor-core kernels' sweep and strict float32's long reductions (which ask for it too),
+  # then the sanitizers on its tests (quick mode).
+  step fold-test "$BUILD/tests/cpp/convt_test_cuda" \
+    --gtest_filter='*GemmFold*:*CudaFastPath*:CudaStrictFloat32.*'
+  grep -E "PASSED|FAILED" "$OUT/fold-test.log" | tail -5 | tee -a "$SUMMARY"
+  for tool in ${FOLD_SANITIZERS:-memcheck racecheck initcheck}; do
+    step "fold-sanitize-$tool" env CONVT_TEST_QUICK=1 compute-sanitizer --tool "$tool" \
+      --error-exitcode 1 "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*GemmFold*'
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/fold-sanitize-$tool.log" | tail -3 | tee -a "$SUMMARY"
+  done
+fi
+if has fold-ab; then
+  # GEMM and fold on few output channels (FEW_OUT_SUITE, default the fuzzed draw
+  # few_outputs_fuzz.json): checked against PyTorch with it forced, then the GPU's time of
+  # the default against it off (CONVT_GEMM_FOLD=0) and forced wherever it runs (=1),
+  # float32 (TF32) and bfloat16, two rounds; the published layers of this kind; and the
+  # KernelBench and models suites (where the default must not move).
+  fs=${FEW_OUT_SUITE:-scripts/suites/few_outputs_fuzz.json}
+  step fold-check env CONVT_GEMM_FOLD=1 python3 -m convt bench --suite "$fs" \
+    --dtype fp32,bf16,fp16 --math default,strict --reps 3 --warmup 1 \
+    --json "$OUT/fold-check.json" -q
+  grep -E "geomean|error|mismatch" "$OUT/fold-check.log" | tail -8 | tee -a "$SUMMARY"
+  step fold-ab python3 scripts/env_ab.py --suite "$fs" --dtype fp32,bf16 --rounds 2 \
+    --gpu-time --json "$OUT/fold-ab.json" base= off=CONVT_GEMM_FOLD=0 on=CONVT_GEMM_FOLD=1
+  python3 scripts/ab_summary.py "$OUT/fold-ab.log" | tee -a "$SUMMARY"
+  step fold-models python3 scripts/env_ab.py --suite scripts/suites/more_models.json \
+    --cases pix2pix_out,wavegan_out,convtasnet_dec,fsrcnn_x3 --dtype fp32,bf16 --rounds 2 \
+    --gpu-time base= off=CONVT_GEMM_FOLD=0 on=CONVT_GEMM_FOLD=1
+  tail -12 "$OUT/fold-models.log" | tee -a "$SUMMARY"
+  step fold-dcgan python3 scripts/env_ab.py --suite models --cases dcgan_g5 \
+    --dtype fp32,bf16 --rounds 2 --gpu-time base= off=CONVT_GEMM_FOLD=0 on=CONVT_GEMM_FOLD=1
+  tail -6 "$OUT/fold-dcgan.log" | tee -a "$SUMMARY"
 fi
 if has xp-w2-ab || has xp-w2-held-ab; then
   # Two transposer warps (the default) against one (CONVT_WG_XP_WARPS=1), float32 (TF32)

@@ -6,7 +6,7 @@
 // One problem per line, key=value fields (per-dimension values comma-separated, one per
 // spatial dimension):
 //   id=kb57 dims=2 batch=8 cin=64 cout=64 in=1024,1024 k=3,3 [s=1,1] [p=0,0] [op=0,0]
-//   [d=1,1] [groups=1] [dtype=fp32|bf16|fp16] [math=tf32|strict] [kernel=auto|wgmma|tma]
+//   [d=1,1] [groups=1] [dtype=fp32|bf16|fp16] [math=tf32|strict] [kernel=auto|wgmma|tma|fold]
 // (kernel: the one asked for, as CONVT_FORWARD_KERNEL asks for it)
 // Output, one line each: id dtype math: description [| tiles T x K steps S, boxes B MB,
 // weight tiles W MB].
@@ -91,9 +91,10 @@ int main() {
       opt.math = math == "strict" ? MathMode::kStrictFP32 : MathMode::kAllowTF32;
       opt.forward_kernel = kernel == "wgmma" ? convt::ForwardKernel::kImplicitGemmWgmma
                            : kernel == "tma" ? convt::ForwardKernel::kImplicitGemmTma
+                           : kernel == "fold" ? convt::ForwardKernel::kGemmFold
                            : kernel == "auto"
                                ? convt::ForwardKernel::kAuto
-                               : throw std::runtime_error("kernel: auto, wgmma or tma");
+                               : throw std::runtime_error("kernel: auto, wgmma, tma or fold");
       const Problem c = pr.canonical3d();
       std::string what = convt::cuda::describe_plan_without_device(c, opt);
       const auto plan = convt::cuda::plan_implicit_gemm_fprop(c, opt);

@@ -45,6 +45,7 @@ enum class ForwardKernel : int8_t {
   kImplicitGemmHalo = 3,  // tensor cores, input strips shared by the taps along W
   kImplicitGemmTma = 4,   // tensor cores, input tiles by TMA (sm_90 and newer)
   kImplicitGemmWgmma = 5, // persistent wgmma kernel, input copied into TMA tiles (sm_90a)
+  kGemmFold = 6,          // one GEMM over the input's positions for every tap, then a fold
 };
 
 struct ExecOptions {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "convt/cuda/direct_shapes.hpp"
+#include "convt/cuda/gemm_fold_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_halo_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_tma_sm90.cuh"
@@ -241,6 +242,12 @@ int tma_launch_stages(const ImplicitGemmFpropPlan& plan, DType dt) {
 
 std::string ImplicitGemmFpropPlan::describe() const {
   if (!usable) return "not usable: " + reason;
+  if (fold)
+    return detail::str_cat("GEMM and fold: mma.sync", split ? " 3xTF32" : "",
+                           " GEMM of every tap, tile ", igemm::kBlockM, " (channel, tap) x ",
+                           igemm::kBlockN, " input positions x ", block_k, ", ", fold_j_pad / igemm::kBlockM,
+                           " row tiles a group, float products ", fold_prod_bytes,
+                           " B, then the fold; workspace ", workspace_bytes, " B");
   if (wg_only)
     return wg_gmerge > 1
                ? detail::str_cat("implicit-GEMM wgmma", split ? " 3xTF32" : "",
@@ -273,6 +280,7 @@ ForwardKernel forward_kernel_from_env() {
     if (s == "implicit_gemm_halo") return ForwardKernel::kImplicitGemmHalo;
     if (s == "implicit_gemm_tma") return ForwardKernel::kImplicitGemmTma;
     if (s == "implicit_gemm_wgmma") return ForwardKernel::kImplicitGemmWgmma;
+    if (s == "gemm_fold") return ForwardKernel::kGemmFold;
     return ForwardKernel::kAuto;
   }();
   return kernel;
@@ -1637,6 +1645,20 @@ uint64_t convt_env_fingerprint() {
 
 }  // namespace
 
+bool gemm_fold_wanted(const Problem& p) {
+  if (p.dtype == DType::kFloat64) return false;
+  const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
+  const int64_t cog = p.out_channels_per_group(), cig = p.in_channels_per_group();
+  const bool strided = p.stride[0] * p.stride[1] * p.stride[2] > 1;
+  // Layers of 1-4 output channels a group whose (channel, tap) rows fill one 64-row tile of
+  // the GEMM, deep enough (100 input channels or more) that the input's one read dominates
+  // (measured, H200, docs/kernels.md "GEMM and fold": of the 19 such layers of
+  // few_outputs_fuzz.json, 18 faster in float32, up to 2.6x, and 16 in bfloat16; 1.34x /
+  // 1.30x over the held-out draw; shallower layers and several row tiles lost as often as
+  // they won). One tap only where a stride leaves outputs without any.
+  return cog <= 4 && cig >= 100 && cog * taps <= 64 && (taps >= 2 || strided);
+}
+
 // Plans are kept per thread for the last few (problem, options, environment) they were
 // made for: a call plans up to three times (its workspace, its weight re-layout, its
 // launch) and a model's layers come back at every step. A plan depends on nothing else
@@ -2355,7 +2377,60 @@ bool few_channels_on_wgmma(const Problem& p, const ImplicitGemmFpropPlan& fp) {
 // The merged
 // plan keeps p's fields for the other kernels (a device without wgmma runs p as given; the
 // direct kernel where p has no plan of its own: wg_only) and a workspace for both.
+// GEMM and fold (ImplicitGemmFpropPlan::fold) for p, or a plan that is not usable.
+ImplicitGemmFpropPlan plan_gemm_fold(const Problem& p, const ExecOptions& options) {
+  ImplicitGemmFpropPlan plan;
+  auto no = [&](const char* why) {
+    plan.usable = false;
+    plan.reason = why;
+    return plan;
+  };
+  if (p.dtype == DType::kFloat64) return no("float64 has no tensor-core path");
+  const Dims out = p.output_sizes();
+  for (int d = 0; d < 3; ++d) {
+    const int64_t limit = int64_t(1) << 30;
+    if (p.input_size[d] >= limit || out[d] + p.stride[d] >= limit ||
+        p.padding[d] + p.kernel_size[d] * p.dilation[d] >= limit ||
+        p.stride[d] * p.dilation[d] >= limit)
+      return no("spatial sizes or strides beyond 32-bit tap arithmetic");
+  }
+  const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
+  const int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
+  const int64_t plane = p.input_size[0] * p.input_size[1] * p.input_size[2];
+  plan.split = p.dtype == DType::kFloat32 && options.math == MathMode::kStrictFP32;
+  plan.block_k = 32;
+  plan.cig_pad = round_up(cig, plan.block_k);
+  plan.fold_j_pad = round_up(cog * taps, igemm::kBlockM);
+  plan.cog_pad = plan.fold_j_pad;
+  const double prod = double(p.batch) * double(p.out_channels) * double(taps) * double(plane);
+  if (prod * 4 > double(int64_t(1) << 34)) return no("products beyond 16 GiB");
+  const int64_t ptiles = (p.batch * plane + igemm::kBlockN - 1) / igemm::kBlockN;
+  if (double(ptiles) * double(p.groups * (plan.cog_pad / igemm::kBlockM)) >= double(INT_MAX))
+    return no("more GEMM tiles than a grid holds");
+  const std::size_t packed = std::size_t(p.groups * plan.cig_pad * plan.cog_pad) *
+                             dtype_size(p.dtype);
+  plan.fold_prod_offset = std::size_t(round_up(int64_t(packed), 256));
+  plan.fold_prod_bytes = std::size_t(prod) * 4;
+  plan.workspace_bytes = plan.fold_prod_offset + plan.fold_prod_bytes;
+  plan.fold = true;
+  plan.usable = true;
+  plan.tma_reason = "GEMM and fold";
+  plan.wg_reason = "GEMM and fold";
+  return plan;
+}
+
 ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options) {
+  {
+    const ForwardKernel asked = options.forward_kernel == ForwardKernel::kAuto
+                                    ? forward_kernel_from_env()
+                                    : options.forward_kernel;
+    const int env = wg_env_int_or("CONVT_GEMM_FOLD", -1);
+    const bool forced = asked == ForwardKernel::kGemmFold || (asked == ForwardKernel::kAuto && env == 1);
+    if (forced || (asked == ForwardKernel::kAuto && env != 0 && gemm_fold_wanted(p))) {
+      ImplicitGemmFpropPlan fp = plan_gemm_fold(p, options);
+      if (fp.usable) return fp;
+    }
+  }
   ImplicitGemmFpropPlan plan = plan_as_given(p, options);
   const bool kernel_ok = options.forward_kernel == ForwardKernel::kAuto ||
                          options.forward_kernel == ForwardKernel::kImplicitGemmWgmma;
@@ -2862,7 +2937,14 @@ WeightRelayout weight_relayout_of(const ImplicitGemmFpropPlan& plan, const Probl
   k.add(int(p.dtype));
   k.add(plan.split);
   const std::size_t e = dtype_size(p.dtype);
-  if (plan.wg && wgmma_supported(device)) {
+  if (plan.fold) {
+    // (The mma.sync kernel's parameters, cog_pad the (channel, tap) rows: fold::
+    // pack_fold_weight_kernel's layout.)
+    const igemm::PackParams pk = mma_pack_params(plan, p);
+    k.add(4);
+    k.add(pk);
+    r.bytes = std::size_t(pk.groups * pk.cig_pad * pk.cog_pad) * e;
+  } else if (plan.wg && wgmma_supported(device)) {
     const wg::PackParams pk = wgmma_pack_params(plan, wgmma_problem(plan, p), plan.split);
     k.add(1);
     k.add(pk);
@@ -2936,6 +3018,7 @@ std::string describe_plan_without_device(const Problem& p, const ExecOptions& op
   const ImplicitGemmFpropPlan plan = plan_implicit_gemm_fprop(p, opt);
   // (As describe_forward says it where the implicit GEMM cannot run.)
   if (!plan.usable) return describe_direct_forward(p, plan, nullptr, wgmma_planner_sms());
+  if (plan.fold) return plan.describe();
   // (A contiguous input at a 256-byte aligned address: what the planner assumes.)
   const TensorRef x(reinterpret_cast<void*>(std::uintptr_t(256)), p.dtype, Device::cuda(0),
                     {p.batch, p.in_channels, p.input_size[0], p.input_size[1], p.input_size[2]});
@@ -2946,7 +3029,7 @@ std::string describe_plan_without_device(const Problem& p, const ExecOptions& op
 
 std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                          const TensorRef& x, int device) {
-  if (!plan.usable) return plan.describe();
+  if (!plan.usable || plan.fold) return plan.describe();
   if (plan.wg && wgmma_supported(device)) return describe_wgmma(plan, p, x);
   alignas(64) CUtensorMap map;
   std::string why;
@@ -2973,6 +3056,22 @@ std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Pro
               "convt: the workspace must be 16-byte aligned");
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  if (plan.fold) {
+    switch (p.dtype) {
+      case DType::kFloat32:
+        if (plan.split)
+          launch_gemm_fold<float, true>(plan, p, x, w, b, y, opt);
+        else
+          launch_gemm_fold<float, false>(plan, p, x, w, b, y, opt);
+        break;
+      case DType::kFloat16: launch_gemm_fold<__half, false>(plan, p, x, w, b, y, opt); break;
+      case DType::kBFloat16:
+        launch_gemm_fold<__nv_bfloat16, false>(plan, p, x, w, b, y, opt);
+        break;
+      default: throw Error("convt: GEMM and fold called for an unsupported dtype");
+    }
+    return describe ? plan.describe() : std::string();
+  }
   if (plan.wg && wgmma_supported(device)) {
     const Problem pw = wgmma_problem(plan, p);
     const WgmmaMapFn encode = [&](CUtensorMap* m, const void* data, const int64_t* str) {

@@ -183,8 +183,25 @@ struct ImplicitGemmFpropPlan {
   // implicit-GEMM plan of its own: fewer than 8 input channels per group); elsewhere the
   // direct kernel runs it (implicit_gemm_runs).
   bool wg_only = false;
+  // GEMM and fold (convt/cuda/gemm_fold_sm80.cuh; layers of few output channels, see
+  // gemm_fold_wanted): the mma.sync kernel runs the pointwise GEMM of every tap at once,
+  // M = output channels of a group x taps padded to fold_j_pad (cog_pad = fold_j_pad,
+  // block_k and cig_pad its K step), into float products at fold_prod_offset of the
+  // workspace (fold_prod_bytes), and the fold kernel adds them into the output. The packed
+  // weight, Wp[g][ci][j], is at the workspace's start (or in the weight cache). No other
+  // kernel's fields are set.
+  bool fold = false;
+  int64_t fold_j_pad = 0;
+  std::size_t fold_prod_offset = 0, fold_prod_bytes = 0;
   std::string describe() const;
 };
+
+// Whether the dispatcher runs p as GEMM and fold (ImplicitGemmFpropPlan::fold) where the
+// options leave it the choice: layers of at most 4 output channels a group, 100 input
+// channels a group or more, whose output channels times taps fit one 64-row tile (see the
+// definition for the measurements). CONVT_GEMM_FOLD=0 turns it off, =1 takes it wherever it
+// runs; CONVT_FORWARD_KERNEL=gemm_fold (or ForwardKernel::kGemmFold) asks for it.
+bool gemm_fold_wanted(const Problem& p);
 
 // The problem the wgmma kernel of `plan` runs for p: p itself, with groups merged
 // (plan.wg_gmerge > 1) fewer groups over the same tensors, and with zeros inserted along W

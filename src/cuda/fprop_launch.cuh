@@ -36,13 +36,6 @@ void allow_smem(Kernel kernel, std::size_t bytes, int device, std::atomic<uint64
   done.fetch_or(bit, std::memory_order_relaxed);
 }
 
-// Largest element offset of a tensor, plus one.
-inline int64_t span(const TensorRef& t) {
-  int64_t s = 1;
-  for (int d = 0; d < t.rank; ++d) s += (t.sizes[d] - 1) * t.strides[d];
-  return s;
-}
-
 // Packs the weight into the workspace or the weight cache (Wp[g][kd][kh][kw][ci][co], see
 // the kernel header), unless the cache holds it.
 template <typename T, bool kSplit>

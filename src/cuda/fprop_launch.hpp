@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <functional>
 
+#include "convt/cuda/gemm_fold_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_tma_sm90.cuh"
 #include "convt/cuda/implicit_gemm_fprop_wgmma_sm90.cuh"
 #include "fprop_implicit_gemm.hpp"
@@ -56,6 +57,13 @@ void launch_fprop_tma(const ImplicitGemmFpropPlan& plan, const Problem& p, const
 // the weight into the workspace.
 template <typename T, bool kSplit>
 void launch_fprop_mma(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
+                      const TensorRef& w, const TensorRef* b, const TensorRef& y,
+                      const ExecOptions& opt);
+
+// GEMM and fold (plan.fold; src/cuda/fprop_gemm_fold.cu): packs the weight (unless the
+// cache holds it), runs the GEMM into the workspace's products, then the fold into y.
+template <typename T, bool kSplit>
+void launch_gemm_fold(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
                       const TensorRef& w, const TensorRef* b, const TensorRef& y,
                       const ExecOptions& opt);
 

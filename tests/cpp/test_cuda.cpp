@@ -526,7 +526,7 @@ TEST_P(CudaFastPath, MatchesFloat64Oracle) {
   // Each tensor-core forward kernel (where it can express the case), then the dispatcher's.
   for (ForwardKernel kernel : {ForwardKernel::kImplicitGemm, ForwardKernel::kImplicitGemmHalo,
                                ForwardKernel::kImplicitGemmTma, ForwardKernel::kImplicitGemmWgmma,
-                               ForwardKernel::kAuto}) {
+                               ForwardKernel::kGemmFold, ForwardKernel::kAuto}) {
     SCOPED_TRACE("forward kernel " + std::to_string(int(kernel)));
     for (const Precision& precision : kPrecisions) {
       if (precision.dtype == DType::kFloat64) continue;
@@ -572,7 +572,7 @@ TEST(CudaStrictFloat32, SplitTf32KeepsLongReductionsWithinTheStrictBudget) {
   uint64_t seed = 4242;
   for (ForwardKernel kernel : {ForwardKernel::kImplicitGemm, ForwardKernel::kImplicitGemmHalo,
                                ForwardKernel::kImplicitGemmTma, ForwardKernel::kImplicitGemmWgmma,
-                               ForwardKernel::kAuto}) {
+                               ForwardKernel::kGemmFold, ForwardKernel::kAuto}) {
     SCOPED_TRACE("forward kernel " + std::to_string(int(kernel)));
     Problem pf = p;
     pf.dtype = DType::kFloat32;
@@ -585,8 +585,137 @@ TEST(CudaStrictFloat32, SplitTf32KeepsLongReductionsWithinTheStrictBudget) {
     // (The wgmma kernel runs split TF32 too, on Hopper; the dispatcher takes it here.)
     const bool any = kernel == ForwardKernel::kImplicitGemmWgmma || kernel == ForwardKernel::kAuto;
     EXPECT_NE(what.find(any ? "3xTF32" : "mma.sync 3xTF32"), std::string::npos) << what;
+    if (kernel == ForwardKernel::kGemmFold)
+      EXPECT_NE(what.find("GEMM and fold"), std::string::npos) << what;
     check_all_directions(p, Layout::kContiguous, strict, ++seed, nullptr, false, kernel);
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// GEMM and fold (convt/cuda/gemm_fold_sm80.cuh): one GEMM over the input's positions for
+// every (output channel, tap), then the fold of the products into the output. Layers of
+// 1-4 output channels a group and some of more (several 64-row tiles of (channel, tap)),
+// 1-D to 3-D, strides, dilations, paddings wider than the kernel's reach, output_padding,
+// groups, input channels off the 32-channel K step and over several steps, positions off
+// the 128-position tile, bias, every layout; every precision against the float64 oracle.
+// Each case asserts that GEMM and fold ran.
+// ---------------------------------------------------------------------------------------
+
+std::vector<Case> gemm_fold_cases() {
+  std::vector<Case> v;
+  auto add = [&](Problem p, Layout layout = Layout::kContiguous) { v.push_back({p, layout}); };
+  // 1-D decoders' last layers: kernel 16 stride 8, kernel 25 stride 4 (output_padding 1).
+  add(make_problem(1, 2, 40, 1, 1, {37, 1, 1}, {16, 1, 1}, {8, 1, 1}, {4, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(1, 3, 24, 3, 1, {29, 1, 1}, {25, 1, 1}, {4, 1, 1}, {11, 0, 0},
+                   {1, 0, 0}, {1, 1, 1}, false),
+      Layout::kGapped);
+  // 2-D image outputs: 3 channels, kernel 4 stride 2; 9 x 9 stride 3 (FSRCNN-like).
+  add(make_problem(2, 2, 33, 3, 1, {9, 11, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 1, 56, 1, 1, {13, 10, 1}, {9, 9, 1}, {3, 3, 1}, {3, 4, 0}, {2, 1, 0},
+                   {1, 1, 1}, true),
+      Layout::kChannelsLast);
+  // Groups, dilation, output_padding along W, an input channel count off the K step.
+  add(make_problem(2, 3, 90, 4, 2, {7, 12, 1}, {3, 5, 1}, {1, 3, 1}, {2, 1, 0}, {0, 2, 0},
+                   {2, 1, 1}, true),
+      Layout::kPermuted);
+  // A channel count over several K steps, more (channel, tap) rows than one 64-row tile.
+  add(make_problem(2, 2, 70, 4, 1, {6, 9, 1}, {5, 5, 1}, {2, 1, 1}, {2, 2, 0}, {1, 0, 0},
+                   {1, 1, 1}, true),
+      Layout::kRowPadded);
+  // Strides wider than the kernel's reach (outputs no tap reaches hold the bias), padding.
+  add(make_problem(2, 2, 17, 2, 1, {5, 6, 1}, {2, 3, 1}, {5, 4, 1}, {3, 1, 0}, {4, 3, 0},
+                   {1, 1, 1}, true));
+  // 3-D: strides, dilation, output_padding; 3 x 27 rows over two row tiles.
+  add(make_problem(3, 2, 20, 2, 1, {4, 5, 6}, {3, 2, 3}, {2, 1, 2}, {1, 0, 1}, {1, 0, 0},
+                   {1, 2, 1}, true));
+  add(make_problem(3, 1, 48, 3, 1, {3, 4, 5}, {3, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1},
+                   {1, 1, 1}, false),
+      Layout::kGapped);
+  // More output channels (the forced kernel runs them too): 12 x 4 taps, groups of 6.
+  add(make_problem(2, 2, 24, 12, 2, {8, 8, 1}, {2, 2, 1}, {2, 2, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  // One tap; one input position; a batch of positions over several 128-position tiles.
+  add(make_problem(2, 2, 40, 3, 1, {9, 13, 1}, {1, 1, 1}, {2, 3, 1}, {0, 1, 0}, {1, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(1, 1, 36, 2, 1, {1, 1, 1}, {7, 1, 1}, {3, 1, 1}, {1, 0, 0}, {2, 0, 0},
+                   {2, 1, 1}, true));
+  add(make_problem(1, 5, 20, 1, 1, {301, 1, 1}, {6, 1, 1}, {3, 1, 1}, {2, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true),
+      Layout::kChannelsLast);
+  return v;
+}
+
+class CudaGemmFold : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaGemmFold, MatchesFloat64Oracle) {
+  SKIP_WITHOUT_CUDA();
+  static const std::vector<Case> all = gemm_fold_cases();
+  const Case& c = all[static_cast<size_t>(GetParam())];
+  SCOPED_TRACE(c.name());
+  for (const Precision& precision : kPrecisions) {
+    if (precision.dtype == DType::kFloat64) continue;
+    Problem p = c.problem;
+    p.dtype = precision.dtype;
+    ExecOptions opt;
+    opt.math = precision.math;
+    opt.forward_kernel = ForwardKernel::kGemmFold;
+    HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, c.layout);
+    DeviceTensor gx(x, nullptr);
+    const std::string what = convt::describe_forward(p, gx.ref, opt);
+    EXPECT_NE(what.find("GEMM and fold"), std::string::npos) << what;
+    EXPECT_EQ(what.find("3xTF32") != std::string::npos,
+              precision.math == MathMode::kStrictFP32 && p.dtype == DType::kFloat32)
+        << what;
+    check_all_directions(c.problem, c.layout, precision, 6151u * uint64_t(GetParam()) + 5,
+                         nullptr, false, ForwardKernel::kGemmFold);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaGemmFold,
+                         ::testing::Range(0, static_cast<int>(gemm_fold_cases().size())),
+                         indexed_case_name);
+
+// The products and the output on a stream other than the default, into a workspace the
+// call reuses, and the weight packed into a weight cache then taken from it: the second
+// call's output equals the first's bit for bit (the fold sums in a fixed order).
+TEST(CudaGemmFoldCalls, StreamsWeightCacheAndRepeatedCallsAgree) {
+  SKIP_WITHOUT_CUDA();
+  Problem p = make_problem(2, 3, 45, 3, 1, {10, 14, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0},
+                           {0, 0, 0}, {1, 1, 1}, true);
+  p.dtype = DType::kBFloat16;
+  std::mt19937_64 rng(99);
+  CaseTensors t(p, Layout::kContiguous, p.dtype, rng);
+  cudaStream_t stream = nullptr;
+  cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  {
+    const DeviceTensor gx(t.x, stream), gw(t.w, stream), gb(t.b, stream), gy(t.y, stream);
+    ExecOptions opt;
+    opt.stream = stream;
+    opt.forward_kernel = ForwardKernel::kGemmFold;
+    const convt::WeightRelayout r = convt::weight_relayout(p, gx.ref, opt);
+    ASSERT_GT(r.bytes, 0u);
+    DeviceBuffer cache(r.bytes);
+    Workspace ws(Op::kForward, p, opt);
+    opt.weight_cache = cache.get();
+    convt::forward(p, gx.ref, gw.ref, &gb.ref, gy.ref, opt);
+    HostTensor first(p.output_shape(), p.tensor_rank(), p.dtype, Layout::kContiguous);
+    gy.download(first, stream);
+    opt.weight_cache_valid = true;
+    convt::forward(p, gx.ref, gw.ref, &gb.ref, gy.ref, opt);
+    HostTensor second(p.output_shape(), p.tensor_rank(), p.dtype, Layout::kContiguous);
+    gy.download(second, stream);
+    EXPECT_EQ(first.bytes, second.bytes);
+    // (Against the float64 oracle too.)
+    Problem p64 = p;
+    p64.dtype = DType::kFloat64;
+    const HostTensor x64 = to_f64(t.x), w64 = to_f64(t.w), b64 = to_f64(t.b);
+    HostTensor y64 = f64_like(p.output_shape(), p.tensor_rank());
+    convt::forward(p64, x64.ref, w64.ref, &b64.ref, y64.ref);
+    EXPECT_LE(rel_error(second, y64), 1e-2);
+  }
+  cuda_check(cudaStreamDestroy(stream), "cudaStreamDestroy");
 }
 
 // ---------------------------------------------------------------------------------------

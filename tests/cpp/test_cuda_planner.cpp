@@ -3627,6 +3627,102 @@ TEST(CudaPlanner, DirectChannelsShapesHoldTheirKernelsInvariants) {
 // strict float32, the direct kernel's channel chunks for the others (k3 s2: 6.75, 1 -> 32
 // k4 s2: 4, 2 -> 64 k8 s4: 4) and with CONVT_WG_FEW=0; layers with groups keep their own
 // plans (merged or not) either way, and float64 none.
+// GEMM and fold: the dispatcher's rule (at most 4 output channels a group, 100 input
+// channels a group or more, output channels times taps within one 64-row tile, one tap only
+// with a stride), its switch and the forced kernel, and the plan's workspace: the packed
+// weight, then the float products at a 256-byte offset.
+TEST(CudaPlanner, FewOutputChannelsRunAsGemmAndFold) {
+  using convt::test::make_problem;
+  struct Layer {
+    Problem p;
+    bool fold;
+  };
+  const std::vector<Layer> layers = {
+      // Conv-TasNet's decoder (512 -> 1, kernel 16, stride 8), pix2pix's last layer.
+      {make_problem(1, 4, 512, 1, 1, {3999, 1, 1}, {16, 1, 1}, {8, 1, 1}, {0, 0, 0},
+                    {0, 0, 0}, {1, 1, 1}, false),
+       true},
+      {make_problem(2, 1, 128, 3, 1, {128, 128, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0},
+                    {0, 0, 0}, {1, 1, 1}, true),
+       true},
+      // Two groups of 200 -> 2, 3-D taps 2 x 2 x 4 (2 x 16 = 32 rows).
+      {make_problem(3, 2, 400, 4, 2, {6, 8, 10}, {2, 2, 4}, {2, 2, 2}, {0, 0, 1}, {0, 0, 1},
+                    {1, 1, 1}, true),
+       true},
+      // One tap: with a stride, and without.
+      {make_problem(1, 8, 346, 2, 1, {2000, 1, 1}, {1, 1, 1}, {4, 1, 1}, {0, 0, 0}, {1, 0, 0},
+                    {1, 1, 1}, false),
+       true},
+      {make_problem(1, 8, 262, 1, 1, {2000, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                    {1, 1, 1}, true),
+       false},
+      // DCGAN's last layer (64 -> 3): too few input channels.
+      {make_problem(2, 128, 64, 3, 1, {32, 32, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0},
+                    {0, 0, 0}, {1, 1, 1}, false),
+       false},
+      // 8 output channels; 4 x 25 = 100 rows (two tiles).
+      {make_problem(2, 8, 256, 8, 1, {32, 32, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                    {1, 1, 1}, true),
+       false},
+      {make_problem(2, 8, 200, 4, 1, {32, 32, 1}, {5, 5, 1}, {2, 2, 1}, {2, 2, 0}, {1, 1, 0},
+                    {1, 1, 1}, true),
+       false},
+  };
+  const DType dtypes[] = {DType::kFloat32, DType::kBFloat16, DType::kFloat16};
+  for (const Layer& l : layers) {
+    for (DType dt : dtypes) {
+      for (MathMode math : {MathMode::kAllowTF32, MathMode::kStrictFP32}) {
+        if (dt != DType::kFloat32 && math == MathMode::kStrictFP32) continue;
+        Problem p = l.p;
+        p.dtype = dt;
+        const Problem c = p.canonical3d();
+        SCOPED_TRACE(p.to_string() + (math == MathMode::kStrictFP32 ? " strict" : ""));
+        ExecOptions o;
+        o.math = math;
+        EXPECT_EQ(convt::cuda::gemm_fold_wanted(c), l.fold);
+        const PlanUnder dflt = plan_under("CONVT_GEMM_FOLD", "", c, o);
+        EXPECT_EQ(dflt.plan.fold, l.fold) << dflt.text;
+        EXPECT_EQ(dflt.text.find("GEMM and fold") != std::string::npos, l.fold) << dflt.text;
+        const PlanUnder off = plan_under("CONVT_GEMM_FOLD", "0", c, o);
+        EXPECT_FALSE(off.plan.fold) << off.text;
+        const PlanUnder on = plan_under("CONVT_GEMM_FOLD", "1", c, o);
+        ASSERT_TRUE(on.plan.usable && on.plan.fold) << on.text;
+        EXPECT_EQ(on.text.find("3xTF32") != std::string::npos,
+                  math == MathMode::kStrictFP32)
+            << on.text;
+        const Plan& f = on.plan;
+        const int64_t taps = c.kernel_size[0] * c.kernel_size[1] * c.kernel_size[2];
+        const int64_t plane = c.input_size[0] * c.input_size[1] * c.input_size[2];
+        EXPECT_EQ(f.fold_j_pad % 64, 0);
+        EXPECT_GE(f.fold_j_pad, c.out_channels_per_group() * taps);
+        EXPECT_LT(f.fold_j_pad, c.out_channels_per_group() * taps + 64);
+        EXPECT_EQ(f.cig_pad % 32, 0);
+        const std::size_t packed = std::size_t(c.groups * f.cig_pad * f.fold_j_pad) *
+                                   convt::dtype_size(dt);
+        EXPECT_EQ(f.fold_prod_offset % 256, 0u);
+        EXPECT_GE(f.fold_prod_offset, packed);
+        EXPECT_EQ(f.fold_prod_bytes,
+                  std::size_t(c.batch * c.out_channels * taps * plane) * sizeof(float));
+        EXPECT_EQ(f.workspace_bytes, f.fold_prod_offset + f.fold_prod_bytes);
+      }
+    }
+  }
+  // Asked for by the options: wherever it runs, however many output channels; not in
+  // float64, and not where another kernel is asked for.
+  Problem wide = make_problem(2, 2, 64, 64, 1, {16, 16, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0},
+                              {1, 1, 0}, {1, 1, 1}, true);
+  ExecOptions asked;
+  asked.forward_kernel = convt::ForwardKernel::kGemmFold;
+  EXPECT_TRUE(convt::cuda::plan_implicit_gemm_fprop(wide.canonical3d(), asked).fold);
+  wide.dtype = DType::kFloat64;
+  EXPECT_FALSE(convt::cuda::plan_implicit_gemm_fprop(wide.canonical3d(), asked).fold);
+  Problem tasnet = layers[0].p;
+  ExecOptions direct;
+  direct.forward_kernel = convt::ForwardKernel::kDirect;
+  const ScopedEnv on("CONVT_GEMM_FOLD", "1");
+  EXPECT_FALSE(convt::cuda::plan_implicit_gemm_fprop(tasnet.canonical3d(), direct).usable);
+}
+
 TEST(CudaPlanner, FewInputChannelsRunOnWgmmaWhereAsked) {
   using convt::test::make_problem;
   const std::vector<Problem> layers = {

@@ -74,6 +74,11 @@ struct FpropParams {
   int64_t b_str;
   int64_t num_phases;  // stride[0]*stride[1]*stride[2]
   int64_t co_tiles;    // cog_pad / kBlockM
+  // 0: grid x = position tile * phases + phase, y = group * co tiles. 1: one grid row,
+  // x = (position tile * phases + phase) * groups * co tiles + group * co tiles + co tile,
+  // so that the blocks reading the same input positions run together (the GEMM of
+  // convt/cuda/gemm_fold_sm80.cuh, whose M is the output channels times the taps).
+  int co_inner;
 };
 
 struct PackParams {
@@ -351,14 +356,15 @@ __device__ __forceinline__ void load_a_fragments(uint32_t (&a)[2][4], const T* a
 }
 
 // The epilogue: adds the bias, converts, and stores the warp's 32 x 32 accumulator tile to
-// y[n, g*Cog + co0 + co, position], the position's offset taken from yoff (-1: none).
-template <typename T, typename Index>
+// y[n, g*Cog + co0 + co, position], the position's offset taken from yoff (-1: none); y's
+// elements are of type Out (T, or float for sums another kernel goes on adding).
+template <typename T, typename Index, typename Out = T>
 __device__ __forceinline__ void store_accumulators(const float (&acc)[2][4][4],
                                                    const FpropParams& p, const Index* yoff,
                                                    int64_t g, int64_t co0, int warp_m,
                                                    int warp_n, int lane) {
   const int gid = lane / 4, tig = lane % 4;
-  T* y = static_cast<T*>(p.y) + g * p.cog * p.y_str[1];
+  Out* y = static_cast<Out*>(p.y) + g * p.cog * p.y_str[1];
   const T* bias = p.bias ? static_cast<const T*>(p.bias) + g * p.cog * p.b_str : nullptr;
   const Index ys_c = Index(p.y_str[1]);
   const int cog = int(p.cog - co0);  // channels of this block's tile that exist
@@ -376,7 +382,7 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[2][4][4],
         for (int e1 = 0; e1 < 2; ++e1) {
           const Index yo = yoff[warp_n + ni * 8 + 2 * tig + e1];
           if (yo < 0) continue;
-          y[yo + c * ys_c] = Elem<T>::from_float(acc[mi][ni][e0 * 2 + e1] + bv);
+          y[yo + c * ys_c] = Elem<Out>::from_float(acc[mi][ni][e0 * 2 + e1] + bv);
         }
       }
     }
@@ -390,7 +396,8 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[2][4][4],
 // fewer than 2^31 elements (cheaper address arithmetic), int64_t otherwise.
 // kSplit: float32 as split TF32 (strict float32), see the top of this file. Its fragments
 // and partial sums need more than the 128 registers two blocks per multiprocessor leave.
-template <typename T, int BK, typename Index, bool kSplit = false>
+// Out: the output's element type (see store_accumulators).
+template <typename T, int BK, typename Index, bool kSplit = false, typename Out = T>
 __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2) fprop_kernel(FpropParams p) {
   using L = SmemLayout<T, BK>;
   // A tile: BK x 64 elements, loaded with 16-byte (or, for small tiles, 8-byte) vectors.
@@ -416,10 +423,16 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2) fprop_kernel(FpropPa
   const int gid = lane / 4, tig = lane % 4;
 
   // ---- which phase, group, channel tile and position tile ----
-  const int64_t phase = blockIdx.x % p.num_phases;
-  const int64_t ptile = blockIdx.x / p.num_phases;
-  const int64_t g = blockIdx.y / p.co_tiles;
-  const int64_t co0 = (blockIdx.y % p.co_tiles) * kBlockM;
+  int64_t bx = blockIdx.x, by = blockIdx.y;
+  if (p.co_inner) {
+    const int64_t gc = p.groups * p.co_tiles;
+    by = bx % gc;
+    bx /= gc;
+  }
+  const int64_t phase = bx % p.num_phases;
+  const int64_t ptile = bx / p.num_phases;
+  const int64_t g = by / p.co_tiles;
+  const int64_t co0 = (by % p.co_tiles) * kBlockM;
   int r[3];
   {
     int ph = int(phase);
@@ -598,7 +611,7 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2) fprop_kernel(FpropPa
 
   // ---- epilogue: bias, convert, store to y[n, g*Cog+co, q*s+r] ----
   __syncthreads();  // s_yoff (also when the K loop was empty)
-  store_accumulators<T, Index>(acc, p, s_yoff, g, co0, warp_m, warp_n, lane);
+  store_accumulators<T, Index, Out>(acc, p, s_yoff, g, co0, warp_m, warp_n, lane);
 }
 
 }  // namespace igemm

@@ -1,0 +1,158 @@
+// GEMM and fold (convt/cuda/gemm_fold_sm80.cuh): the weight's packing, the pointwise GEMM of
+// every tap on the mma.sync kernel into float products, and the fold into the output.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "convt/cuda/gemm_fold_sm80.cuh"
+#include "convt/cuda/implicit_gemm_fprop_sm80.cuh"
+#include "cuda_util.hpp"
+#include "fprop_launch.hpp"
+
+namespace convt {
+namespace cuda {
+
+namespace {
+
+template <typename T, bool kSplit>
+void pack_fold_weight(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& w,
+                      const ExecOptions& opt) {
+  if (!packing_runs(opt)) return;
+  igemm::PackParams pk = mma_pack_params(plan, p);  // (cog_pad: the plan's fold_j_pad)
+  pk.w = w.data;
+  pk.wp = packed_weight_ptr(opt);
+  for (int d = 0; d < 5; ++d) pk.w_str[d] = w.strides[d];
+  const int64_t packed = pk.groups * pk.cig_pad * pk.cog_pad;
+  const unsigned blocks = unsigned(std::min<int64_t>((packed + 255) / 256, 65535));
+  const bool small = packed < (int64_t(1) << 31) && span(w) < (int64_t(1) << 31);
+  if (small)
+    fold::pack_fold_weight_kernel<T, kSplit, int><<<blocks, 256, 0, opt.stream>>>(pk);
+  else
+    fold::pack_fold_weight_kernel<T, kSplit, int64_t><<<blocks, 256, 0, opt.stream>>>(pk);
+  check_cuda(cudaGetLastError(), "GEMM and fold: weight packing launch");
+}
+
+template <typename T, typename Index, bool kSplit>
+void launch_fold_gemm(const igemm::FpropParams& fp, int64_t ptiles, int device,
+                      cudaStream_t stream) {
+  using namespace igemm;
+  const std::size_t smem = SmemLayout<T, 32>::kBytes;
+  static std::atomic<uint64_t> smem_set{0};
+  const auto kernel = fprop_kernel<T, 32, Index, kSplit, float>;
+  const uint64_t bit = uint64_t(1) << (device & 63);
+  if (!(smem_set.load(std::memory_order_relaxed) & bit)) {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)),
+               "cudaFuncSetAttribute");
+    smem_set.fetch_or(bit, std::memory_order_relaxed);
+  }
+  const dim3 grid(static_cast<unsigned>(ptiles * fp.groups * fp.co_tiles));
+  kernel<<<grid, kThreads, smem, stream>>>(fp);
+  check_cuda(cudaGetLastError(), "GEMM and fold: GEMM launch");
+}
+
+}  // namespace
+
+template <typename T, bool kSplit>
+void launch_gemm_fold(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
+                      const TensorRef& w, const TensorRef* b, const TensorRef& y,
+                      const ExecOptions& opt) {
+  CONVT_CHECK(plan.fold, "convt: GEMM and fold launched for another plan");
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  pack_fold_weight<T, kSplit>(plan, p, w, opt);
+  float* prod = reinterpret_cast<float*>(static_cast<unsigned char*>(opt.workspace) +
+                                         plan.fold_prod_offset);
+  const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
+  const int64_t plane = p.input_size[0] * p.input_size[1] * p.input_size[2];
+  const int64_t cog = p.out_channels_per_group();
+
+  // The GEMM: the pointwise problem of cog * taps output channels a group, into prod as a
+  // contiguous (N, C_out * taps, D, H, W) tensor.
+  igemm::FpropParams fp{};
+  fp.x = x.data;
+  fp.wp = packed_weight_ptr(opt);
+  fp.bias = nullptr;
+  fp.y = prod;
+  fp.N = p.batch;
+  fp.cig = p.in_channels_per_group();
+  fp.cog = cog * taps;
+  fp.groups = p.groups;
+  fp.cig_pad = plan.cig_pad;
+  fp.cog_pad = plan.fold_j_pad;
+  for (int d = 0; d < 3; ++d) {
+    fp.in[d] = p.input_size[d];
+    fp.out[d] = p.input_size[d];
+    fp.k[d] = 1;
+    fp.stride[d] = 1;
+    fp.pad[d] = 0;
+    fp.dil[d] = 1;
+  }
+  for (int d = 0; d < 5; ++d) fp.x_str[d] = x.strides[d];
+  fp.y_str[4] = 1;
+  fp.y_str[3] = p.input_size[2];
+  fp.y_str[2] = p.input_size[1] * p.input_size[2];
+  fp.y_str[1] = plane;
+  fp.y_str[0] = p.out_channels * taps * plane;
+  fp.num_phases = 1;
+  fp.co_tiles = plan.fold_j_pad / igemm::kBlockM;
+  fp.co_inner = 1;
+  const int64_t prod_elems = p.batch * p.out_channels * taps * plane;
+  const int64_t ptiles = (p.batch * plane + igemm::kBlockN - 1) / igemm::kBlockN;
+  {
+    const bool small = std::max(span(x), prod_elems) < (int64_t(1) << 31);
+    if (small)
+      launch_fold_gemm<T, int, kSplit>(fp, ptiles, device, opt.stream);
+    else
+      launch_fold_gemm<T, int64_t, kSplit>(fp, ptiles, device, opt.stream);
+  }
+
+  // The fold.
+  fold::FoldParams fd{};
+  fd.prod = prod;
+  fd.bias = b ? b->data : nullptr;
+  fd.b_str = b ? b->strides[0] : 0;
+  fd.y = y.data;
+  fd.N = p.batch;
+  fd.C = p.out_channels;
+  const Dims out = p.output_sizes();
+  for (int d = 0; d < 3; ++d) {
+    fd.in[d] = p.input_size[d];
+    fd.out[d] = out[d];
+    fd.k[d] = p.kernel_size[d];
+    fd.stride[d] = p.stride[d];
+    fd.pad[d] = p.padding[d];
+    fd.dil[d] = p.dilation[d];
+  }
+  for (int d = 0; d < 5; ++d) fd.y_str[d] = y.strides[d];
+  fd.qw = (out[2] + p.stride[2] - 1) / p.stride[2];
+  const int64_t threads = p.batch * p.out_channels * out[0] * out[1] * p.stride[2] * fd.qw;
+  const unsigned blocks = unsigned(std::min<int64_t>((threads + 255) / 256, int64_t(1) << 20));
+  const bool small = std::max({threads, prod_elems, span(y)}) < (int64_t(1) << 31);
+  if (small)
+    fold::fold_kernel<T, int><<<blocks, 256, 0, opt.stream>>>(fd);
+  else
+    fold::fold_kernel<T, int64_t><<<blocks, 256, 0, opt.stream>>>(fd);
+  check_cuda(cudaGetLastError(), "GEMM and fold: fold launch");
+}
+
+template void launch_gemm_fold<float, false>(const ImplicitGemmFpropPlan&, const Problem&,
+                                             const TensorRef&, const TensorRef&,
+                                             const TensorRef*, const TensorRef&,
+                                             const ExecOptions&);
+template void launch_gemm_fold<float, true>(const ImplicitGemmFpropPlan&, const Problem&,
+                                            const TensorRef&, const TensorRef&, const TensorRef*,
+                                            const TensorRef&, const ExecOptions&);
+template void launch_gemm_fold<__half, false>(const ImplicitGemmFpropPlan&, const Problem&,
+                                              const TensorRef&, const TensorRef&,
+                                              const TensorRef*, const TensorRef&,
+                                              const ExecOptions&);
+template void launch_gemm_fold<__nv_bfloat16, false>(const ImplicitGemmFpropPlan&,
+                                                     const Problem&, const TensorRef&,
+                                                     const TensorRef&, const TensorRef*,
+                                                     const TensorRef&, const ExecOptions&);
+
+}  // namespace cuda
+}  // namespace convt
