@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 
 #include "convt/cuda/gemm_fold_sm80.cuh"
 #include "convt/cuda/implicit_gemm_fprop_sm80.cuh"
@@ -53,7 +54,43 @@ void launch_fold_gemm(const igemm::FpropParams& fp, int64_t ptiles, int device,
   check_cuda(cudaGetLastError(), "GEMM and fold: GEMM launch");
 }
 
+template <typename T, bool kSplit>
+void launch_fold_gemm_pipelined(const fold::GemmParams& gp, int64_t ptiles, int device,
+                                cudaStream_t stream) {
+  const std::size_t smem = fold::FoldSmem<T>::kBytes;
+  static std::atomic<uint64_t> smem_set{0};
+  const auto kernel = fold::fold_gemm_kernel<T, kSplit>;
+  const uint64_t bit = uint64_t(1) << (device & 63);
+  if (!(smem_set.load(std::memory_order_relaxed) & bit)) {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)),
+               "cudaFuncSetAttribute");
+    smem_set.fetch_or(bit, std::memory_order_relaxed);
+  }
+  const dim3 grid(static_cast<unsigned>(ptiles * gp.groups * gp.co_tiles));
+  kernel<<<grid, igemm::kThreads, smem, stream>>>(gp);
+  check_cuda(cudaGetLastError(), "GEMM and fold: pipelined GEMM launch");
+}
+
 }  // namespace
+
+bool fold_gemm_pipelined(const Problem& p, const TensorRef& x) {
+  const char* env = std::getenv("CONVT_GEMM_FOLD_PIPE");
+  if (env == nullptr || std::atoi(env) != 1) return false;
+  const int64_t e = int64_t(dtype_size(p.dtype));
+  if (e != 4 && e != 2) return false;
+  const int64_t v = 16 / e;
+  // Each channel's plane contiguous (dimensions of size 1 aside).
+  int64_t dense = 1;
+  for (int d = 4; d >= 2; --d) {
+    if (x.sizes[d] != 1 && x.strides[d] != dense) return false;
+    dense *= x.sizes[d];
+  }
+  const int64_t plane = dense;
+  return plane % v == 0 && (x.sizes[1] == 1 || x.strides[1] % v == 0) &&
+         (x.sizes[0] == 1 || x.strides[0] % v == 0) && x.strides[0] >= 0 &&
+         x.strides[1] >= 0 && reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
+}
 
 template <typename T, bool kSplit>
 void launch_gemm_fold(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x,
@@ -101,7 +138,23 @@ void launch_gemm_fold(const ImplicitGemmFpropPlan& plan, const Problem& p, const
   fp.co_inner = 1;
   const int64_t prod_elems = p.batch * p.out_channels * taps * plane;
   const int64_t ptiles = (p.batch * plane + igemm::kBlockN - 1) / igemm::kBlockN;
-  {
+  if (fold_gemm_pipelined(p, x)) {
+    fold::GemmParams gp{};
+    gp.x = x.data;
+    gp.wp = packed_weight_ptr(opt);
+    gp.prod = prod;
+    gp.P = p.batch * plane;
+    gp.plane = plane;
+    gp.x_n = x.strides[0];
+    gp.x_c = x.strides[1];
+    gp.cig = p.in_channels_per_group();
+    gp.cig_pad = plan.cig_pad;
+    gp.j = cog * taps;
+    gp.j_pad = plan.fold_j_pad;
+    gp.groups = p.groups;
+    gp.co_tiles = plan.fold_j_pad / igemm::kBlockM;
+    launch_fold_gemm_pipelined<T, kSplit>(gp, ptiles, device, opt.stream);
+  } else {
     const bool small = std::max(span(x), prod_elems) < (int64_t(1) << 31);
     if (small)
       launch_fold_gemm<T, int, kSplit>(fp, ptiles, device, opt.stream);

@@ -3029,7 +3029,9 @@ std::string describe_plan_without_device(const Problem& p, const ExecOptions& op
 
 std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Problem& p,
                                          const TensorRef& x, int device) {
-  if (!plan.usable || plan.fold) return plan.describe();
+  if (!plan.usable) return plan.describe();
+  if (plan.fold)
+    return plan.describe() + (fold_gemm_pipelined(p, x) ? " (GEMM tiles by cp.async)" : "");
   if (plan.wg && wgmma_supported(device)) return describe_wgmma(plan, p, x);
   alignas(64) CUtensorMap map;
   std::string why;
@@ -3070,7 +3072,7 @@ std::string run_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, const Pro
         break;
       default: throw Error("convt: GEMM and fold called for an unsupported dtype");
     }
-    return describe ? plan.describe() : std::string();
+    return describe ? describe_implicit_gemm_fprop(plan, p, x, device) : std::string();
   }
   if (plan.wg && wgmma_supported(device)) {
     const Problem pw = wgmma_problem(plan, p);

@@ -203,6 +203,12 @@ struct ImplicitGemmFpropPlan {
 // runs; CONVT_FORWARD_KERNEL=gemm_fold (or ForwardKernel::kGemmFold) asks for it.
 bool gemm_fold_wanted(const Problem& p);
 
+// Whether GEMM and fold runs its GEMM on fold::fold_gemm_kernel (cp.async tiles; opt-in,
+// CONVT_GEMM_FOLD_PIPE=1) for the input x: each channel's plane contiguous, the plane, x's
+// sample and channel strides multiples of 16 bytes, x 16-byte aligned. Else the mma.sync
+// gather kernel runs it.
+bool fold_gemm_pipelined(const Problem& p, const TensorRef& x);
+
 // The problem the wgmma kernel of `plan` runs for p: p itself, with groups merged
 // (plan.wg_gmerge > 1) fewer groups over the same tensors, and with zeros inserted along W
 // (plan.wg_wup > 1) the same convolution over the upsampled input, W stride 1.

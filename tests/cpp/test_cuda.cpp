@@ -644,6 +644,14 @@ std::vector<Case> gemm_fold_cases() {
   add(make_problem(1, 5, 20, 1, 1, {301, 1, 1}, {6, 1, 1}, {3, 1, 1}, {2, 0, 0}, {0, 0, 0},
                    {1, 1, 1}, true),
       Layout::kChannelsLast);
+  // Planes of a multiple of 8 positions (the GEMM's cp.async tiles where asked for): 1-D
+  // samples ending inside a 128-position tile, groups with a partial K step, 3-D.
+  add(make_problem(1, 3, 40, 2, 1, {200, 1, 1}, {8, 1, 1}, {4, 1, 1}, {2, 0, 0}, {1, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(2, 2, 90, 6, 2, {16, 24, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 1, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(3, 2, 64, 1, 1, {4, 4, 8}, {2, 3, 3}, {2, 2, 2}, {0, 1, 1}, {1, 1, 1},
+                   {1, 1, 1}, false));
   return v;
 }
 
@@ -654,22 +662,33 @@ TEST_P(CudaGemmFold, MatchesFloat64Oracle) {
   static const std::vector<Case> all = gemm_fold_cases();
   const Case& c = all[static_cast<size_t>(GetParam())];
   SCOPED_TRACE(c.name());
-  for (const Precision& precision : kPrecisions) {
-    if (precision.dtype == DType::kFloat64) continue;
-    Problem p = c.problem;
-    p.dtype = precision.dtype;
-    ExecOptions opt;
-    opt.math = precision.math;
-    opt.forward_kernel = ForwardKernel::kGemmFold;
-    HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, c.layout);
-    DeviceTensor gx(x, nullptr);
-    const std::string what = convt::describe_forward(p, gx.ref, opt);
-    EXPECT_NE(what.find("GEMM and fold"), std::string::npos) << what;
-    EXPECT_EQ(what.find("3xTF32") != std::string::npos,
-              precision.math == MathMode::kStrictFP32 && p.dtype == DType::kFloat32)
-        << what;
-    check_all_directions(c.problem, c.layout, precision, 6151u * uint64_t(GetParam()) + 5,
-                         nullptr, false, ForwardKernel::kGemmFold);
+  // The GEMM as the mma.sync gather kernel, then on cp.async tiles where they run
+  // (CONVT_GEMM_FOLD_PIPE=1: contiguous inputs of planes of a multiple of 16 bytes).
+  const int64_t plane = c.problem.input_size[0] * c.problem.input_size[1] *
+                        c.problem.input_size[2];
+  for (const char* pipe : {"", "1"}) {
+    SCOPED_TRACE(std::string("CONVT_GEMM_FOLD_PIPE=") + pipe);
+    const ScopedEnv env("CONVT_GEMM_FOLD_PIPE", pipe);
+    for (const Precision& precision : kPrecisions) {
+      if (precision.dtype == DType::kFloat64) continue;
+      Problem p = c.problem;
+      p.dtype = precision.dtype;
+      ExecOptions opt;
+      opt.math = precision.math;
+      opt.forward_kernel = ForwardKernel::kGemmFold;
+      HostTensor x(p.input_shape(), p.tensor_rank(), p.dtype, c.layout);
+      DeviceTensor gx(x, nullptr);
+      const std::string what = convt::describe_forward(p, gx.ref, opt);
+      EXPECT_NE(what.find("GEMM and fold"), std::string::npos) << what;
+      EXPECT_EQ(what.find("3xTF32") != std::string::npos,
+                precision.math == MathMode::kStrictFP32 && p.dtype == DType::kFloat32)
+          << what;
+      const bool tiles = *pipe != '\0' && c.layout == Layout::kContiguous &&
+                         plane % (16 / int64_t(convt::dtype_size(p.dtype))) == 0;
+      EXPECT_EQ(what.find("cp.async") != std::string::npos, tiles) << what;
+      check_all_directions(c.problem, c.layout, precision, 6151u * uint64_t(GetParam()) + 5,
+                           nullptr, false, ForwardKernel::kGemmFold);
+    }
   }
 }
 

@@ -78,6 +78,186 @@ __global__ void pack_fold_weight_kernel(igemm::PackParams p) {
   }
 }
 
+// ---------------------------------------------------------------------------------------
+// The GEMM fed by cp.async (opt-in, CONVT_GEMM_FOLD_PIPE=1; see fold_gemm_vectorizable in
+// src/cuda/fprop_gemm_fold.cu for where it runs). The same tile and MMAs as igemm's
+// fprop_kernel (64 (channel, tap) rows x 128 positions, K steps of 32 input channels, 8
+// warps of 32 x 32), but no gather: every K step's tiles are 16-byte cp.async copies (zeros
+// filled past the positions and the group's channels) into a ring of kFoldStages stages, so
+// that three K steps' loads are in flight while one is multiplied. Needs each channel's
+// plane contiguous with the plane, x's sample and channel strides multiples of 16 bytes (a
+// 16-byte run of positions never crosses a sample), and x 16-byte aligned.
+// ---------------------------------------------------------------------------------------
+
+constexpr int kFoldStages = 4;
+constexpr int kFoldBK = 32;
+
+struct GemmParams {
+  const void* x;     // (N, C_in, plane), strides x_n, x_c, 1
+  const void* wp;    // Wp[g][cig_pad][j_pad] (pack_fold_weight_kernel)
+  float* prod;       // (N, C_out * taps, plane) contiguous
+  int64_t P, plane;  // positions (N * plane), positions of a sample
+  int64_t x_n, x_c;
+  int64_t cig, cig_pad, j, j_pad, groups;  // j: output channels of a group x taps
+  int64_t co_tiles;                        // j_pad / 64
+};
+
+template <typename T>
+struct FoldSmem {
+  using L = igemm::SmemLayout<T, kFoldBK>;
+  static constexpr int kStage = L::kAStage + L::kBStage;  // elements
+  static constexpr size_t kBytes = size_t(kFoldStages) * kStage * sizeof(T);
+};
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool fill) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+               "r"(fill ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+template <typename T, bool kSplit>
+__global__ void __launch_bounds__(igemm::kThreads, kSplit ? 1 : 2) fold_gemm_kernel(GemmParams p) {
+  using namespace igemm;
+  using L = SmemLayout<T, kFoldBK>;
+  constexpr int kV = 16 / int(sizeof(T));                                  // elements a copy
+  constexpr int kACopies = kFoldBK * kBlockM / kV / kThreads;              // per thread
+  constexpr int kBCopies = kFoldBK * kBlockN / kV / kThreads;
+  static_assert(kACopies >= 1 && kBCopies >= 1, "copies per thread");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* smem = reinterpret_cast<T*>(smem_raw);
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32;
+  const int warp_m = (warp / 4) * 32, warp_n = (warp % 4) * 32;
+  const int gid = lane / 4, tig = lane % 4;
+
+  const int64_t gc = p.groups * p.co_tiles;
+  const int64_t by = int64_t(blockIdx.x) % gc;
+  const int64_t p0 = int64_t(blockIdx.x) / gc * kBlockN;
+  const int64_t g = by / p.co_tiles;
+  const int64_t m0 = (by % p.co_tiles) * kBlockM;
+
+  // This thread's B copies: (channel row, column) fixed across K steps; the column's
+  // offset in x (its sample and position) and whether it exists.
+  const T* xg = static_cast<const T*>(p.x) + g * p.cig * p.x_c;
+  int64_t b_off[kBCopies];
+  int b_row[kBCopies], b_col[kBCopies];
+  bool b_ok[kBCopies];
+#pragma unroll
+  for (int i = 0; i < kBCopies; ++i) {
+    const int v = tid + i * kThreads;
+    b_row[i] = v / (kBlockN / kV);
+    b_col[i] = (v % (kBlockN / kV)) * kV;
+    const int64_t pp = p0 + b_col[i];
+    b_ok[i] = pp < p.P;
+    const int64_t n = b_ok[i] ? pp / p.plane : 0;
+    b_off[i] = b_ok[i] ? n * p.x_n + (pp - n * p.plane) : 0;
+  }
+  const T* wg = static_cast<const T*>(p.wp) + g * p.cig_pad * p.j_pad + m0;
+
+  auto load = [&](int stage, int kt) {
+    T* as = smem + stage * FoldSmem<T>::kStage;
+    T* bs = as + L::kAStage;
+    const int ci0 = kt * kFoldBK;
+#pragma unroll
+    for (int i = 0; i < kACopies; ++i) {
+      const int v = tid + i * kThreads;
+      const int row = v / (kBlockM / kV), col = (v % (kBlockM / kV)) * kV;
+      cp_async16(as + row * L::kAStride + col, wg + (ci0 + row) * p.j_pad + col, true);
+    }
+#pragma unroll
+    for (int i = 0; i < kBCopies; ++i) {
+      const int ci = ci0 + b_row[i];
+      const bool ok = b_ok[i] && ci < p.cig;
+      cp_async16(bs + b_row[i] * L::kBStride + b_col[i],
+                 ok ? xg + ci * p.x_c + b_off[i] : xg, ok);
+    }
+  };
+
+  float acc[2][4][4];
+  zero_acc(acc);
+  const int ktiles = int(p.cig_pad / kFoldBK);
+#pragma unroll
+  for (int s = 0; s < kFoldStages - 1; ++s) {
+    if (s < ktiles) load(s, s);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < ktiles; ++kt) {
+    cp_async_wait<kFoldStages - 2>();
+    __syncthreads();  // step kt landed for every thread; step kt - 1's stage is free
+    const int next = kt + kFoldStages - 1;
+    if (next < ktiles) load(next % kFoldStages, next);
+    cp_async_commit();
+    const T* as = smem + (kt % kFoldStages) * FoldSmem<T>::kStage;
+    const T* bs = as + L::kAStage;
+    float part[2][4][4];
+    if constexpr (kSplit) zero_acc(part);
+#pragma unroll
+    for (int kk = 0; kk < kFoldBK; kk += Mma<T>::kK) {
+      uint32_t a[2][4], b[4][2];
+      load_a_fragments<T>(a, as, L::kAStride, kk, warp_m, lane);
+      if constexpr (sizeof(T) == 4) {
+        const float* bf = reinterpret_cast<const float*>(bs);
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) {
+          const int n = warp_n + ni * 8 + gid;
+          const float b0 = bf[(kk + tig) * L::kBStride + n];
+          const float b1 = bf[(kk + tig + 4) * L::kBStride + n];
+          // (The input lands as float32: rounded to TF32 here, split where kSplit.)
+          b[ni][0] = kSplit ? __float_as_uint(b0) : to_tf32(b0);
+          b[ni][1] = kSplit ? __float_as_uint(b1) : to_tf32(b1);
+        }
+      } else {
+        const int lrow = lane % 8;
+#pragma unroll
+        for (int nj = 0; nj < 2; ++nj) {
+          const int krow = kk + lrow + ((lane / 8) % 2) * 8;
+          const int ncol = warp_n + nj * 16 + (lane / 16) * 8;
+          uint32_t t4[4];
+          ldmatrix_x4_trans(t4, bs + krow * L::kBStride + ncol);
+          b[2 * nj][0] = t4[0];
+          b[2 * nj][1] = t4[1];
+          b[2 * nj + 1][0] = t4[2];
+          b[2 * nj + 1][1] = t4[3];
+        }
+      }
+      if constexpr (kSplit)
+        warp_mma<T, kSplit>(part, a, b);
+      else
+        warp_mma<T, kSplit>(acc, a, b);
+    }
+    if constexpr (kSplit) add_acc(acc, part);  // a fresh partial sum per K step
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: pairs of adjacent positions (one sample: the plane is a multiple of kV) as
+  // float2 stores to prod[n, g * j + m, position].
+  float* prod = p.prod + g * p.j * p.plane;
+  const int64_t prod_n = p.groups * p.j * p.plane;
+#pragma unroll
+  for (int ni = 0; ni < 4; ++ni) {
+    const int64_t pp = p0 + warp_n + ni * 8 + 2 * tig;
+    if (pp >= p.P) continue;
+    const int64_t n = pp / p.plane;
+    const int64_t off = n * prod_n + (pp - n * p.plane);
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+      for (int e0 = 0; e0 < 2; ++e0) {
+        const int64_t m = m0 + warp_m + mi * 16 + gid + e0 * 8;
+        if (m >= p.j) continue;
+        *reinterpret_cast<float2*>(prod + off + m * p.plane) =
+            make_float2(acc[mi][ni][e0 * 2], acc[mi][ni][e0 * 2 + 1]);
+      }
+    }
+  }
+}
+
 // The fold's parameters. P is contiguous: P[n][c][t][id][ih][iw], c the output channel
 // (g * Cog + co), t the tap; y any strides.
 struct FoldParams {
