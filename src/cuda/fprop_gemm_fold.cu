@@ -42,13 +42,7 @@ void launch_fold_gemm(const igemm::FpropParams& fp, int64_t ptiles, int device,
   const std::size_t smem = SmemLayout<T, 32>::kBytes;
   static std::atomic<uint64_t> smem_set{0};
   const auto kernel = fprop_kernel<T, 32, Index, kSplit, float>;
-  const uint64_t bit = uint64_t(1) << (device & 63);
-  if (!(smem_set.load(std::memory_order_relaxed) & bit)) {
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem)),
-               "cudaFuncSetAttribute");
-    smem_set.fetch_or(bit, std::memory_order_relaxed);
-  }
+  allow_smem(kernel, smem, device, smem_set);
   const dim3 grid(static_cast<unsigned>(ptiles * fp.groups * fp.co_tiles));
   kernel<<<grid, kThreads, smem, stream>>>(fp);
   check_cuda(cudaGetLastError(), "GEMM and fold: GEMM launch");
@@ -60,13 +54,7 @@ void launch_fold_gemm_pipelined(const fold::GemmParams& gp, int64_t ptiles, int 
   const std::size_t smem = fold::FoldSmem<T>::kBytes;
   static std::atomic<uint64_t> smem_set{0};
   const auto kernel = fold::fold_gemm_kernel<T, kSplit>;
-  const uint64_t bit = uint64_t(1) << (device & 63);
-  if (!(smem_set.load(std::memory_order_relaxed) & bit)) {
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem)),
-               "cudaFuncSetAttribute");
-    smem_set.fetch_or(bit, std::memory_order_relaxed);
-  }
+  allow_smem(kernel, smem, device, smem_set);
   const dim3 grid(static_cast<unsigned>(ptiles * gp.groups * gp.co_tiles));
   kernel<<<grid, igemm::kThreads, smem, stream>>>(gp);
   check_cuda(cudaGetLastError(), "GEMM and fold: pipelined GEMM launch");

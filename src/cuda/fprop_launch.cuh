@@ -24,18 +24,6 @@ namespace convt {
 namespace cuda {
 namespace fprop_detail {
 
-// Opts `kernel` into `bytes` of dynamic shared memory on `device`, once per device.
-// `done` must be a flag set owned by this one kernel.
-template <typename Kernel>
-void allow_smem(Kernel kernel, std::size_t bytes, int device, std::atomic<uint64_t>& done) {
-  const uint64_t bit = uint64_t(1) << (device & 63);
-  if (done.load(std::memory_order_relaxed) & bit) return;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(bytes)),
-             "cudaFuncSetAttribute");
-  done.fetch_or(bit, std::memory_order_relaxed);
-}
-
 // Packs the weight into the workspace or the weight cache (Wp[g][kd][kh][kw][ci][co], see
 // the kernel header), unless the cache holds it.
 template <typename T, bool kSplit>

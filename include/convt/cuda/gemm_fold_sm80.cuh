@@ -201,31 +201,8 @@ __global__ void __launch_bounds__(igemm::kThreads, kSplit ? 1 : 2) fold_gemm_ker
     for (int kk = 0; kk < kFoldBK; kk += Mma<T>::kK) {
       uint32_t a[2][4], b[4][2];
       load_a_fragments<T>(a, as, L::kAStride, kk, warp_m, lane);
-      if constexpr (sizeof(T) == 4) {
-        const float* bf = reinterpret_cast<const float*>(bs);
-#pragma unroll
-        for (int ni = 0; ni < 4; ++ni) {
-          const int n = warp_n + ni * 8 + gid;
-          const float b0 = bf[(kk + tig) * L::kBStride + n];
-          const float b1 = bf[(kk + tig + 4) * L::kBStride + n];
-          // (The input lands as float32: rounded to TF32 here, split where kSplit.)
-          b[ni][0] = kSplit ? __float_as_uint(b0) : to_tf32(b0);
-          b[ni][1] = kSplit ? __float_as_uint(b1) : to_tf32(b1);
-        }
-      } else {
-        const int lrow = lane % 8;
-#pragma unroll
-        for (int nj = 0; nj < 2; ++nj) {
-          const int krow = kk + lrow + ((lane / 8) % 2) * 8;
-          const int ncol = warp_n + nj * 16 + (lane / 16) * 8;
-          uint32_t t4[4];
-          ldmatrix_x4_trans(t4, bs + krow * L::kBStride + ncol);
-          b[2 * nj][0] = t4[0];
-          b[2 * nj][1] = t4[1];
-          b[2 * nj + 1][0] = t4[2];
-          b[2 * nj + 1][1] = t4[3];
-        }
-      }
+      // (The input lands as float32: rounded to TF32 here, split where kSplit.)
+      load_b_fragments<T, !kSplit>(b, bs, L::kBStride, kk, warp_n, lane);
       if constexpr (kSplit)
         warp_mma<T, kSplit>(part, a, b);
       else

@@ -355,6 +355,39 @@ __device__ __forceinline__ void load_a_fragments(uint32_t (&a)[2][4], const T* a
   }
 }
 
+// B fragments (positions; shared memory k-major, `stride` elements per k-row) of the warp's
+// four 8-column N tiles for the MMA step at k offset kk. kRound: float32 rounded to TF32
+// here (where the stage holds it unrounded).
+template <typename T, bool kRound>
+__device__ __forceinline__ void load_b_fragments(uint32_t (&b)[4][2], const T* bs, int stride,
+                                                 int kk, int warp_n, int lane) {
+  const int gid = lane / 4, tig = lane % 4;
+  if constexpr (sizeof(T) == 4) {
+    const float* bf = reinterpret_cast<const float*>(bs);
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni) {
+      const int n = warp_n + ni * 8 + gid;
+      const float b0 = bf[(kk + tig) * stride + n], b1 = bf[(kk + tig + 4) * stride + n];
+      b[ni][0] = kRound ? to_tf32(b0) : __float_as_uint(b0);
+      b[ni][1] = kRound ? to_tf32(b1) : __float_as_uint(b1);
+    }
+  } else {
+    const int lrow = lane % 8;
+#pragma unroll
+    for (int nj = 0; nj < 2; ++nj) {
+      // matrices: (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15)
+      const int krow = kk + lrow + ((lane / 8) % 2) * 8;
+      const int ncol = warp_n + nj * 16 + (lane / 16) * 8;
+      uint32_t t4[4];
+      ldmatrix_x4_trans(t4, bs + krow * stride + ncol);
+      b[2 * nj][0] = t4[0];
+      b[2 * nj][1] = t4[1];
+      b[2 * nj + 1][0] = t4[2];
+      b[2 * nj + 1][1] = t4[3];
+    }
+  }
+}
+
 // The epilogue: adds the bias, converts, and stores the warp's 32 x 32 accumulator tile to
 // y[n, g*Cog + co0 + co, position], the position's offset taken from yoff (-1: none); y's
 // elements are of type Out (T, or float for sums another kernel goes on adding).
@@ -420,7 +453,6 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2) fprop_kernel(FpropPa
   const int warp = tid / 32, lane = tid % 32;
   const int warp_m = (warp / 4) * 32;  // 2 warps along M
   const int warp_n = (warp % 4) * 32;  // 4 warps along N
-  const int gid = lane / 4, tig = lane % 4;
 
   // ---- which phase, group, channel tile and position tile ----
   int64_t bx = blockIdx.x, by = blockIdx.y;
@@ -561,29 +593,7 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2) fprop_kernel(FpropPa
     for (int kk = 0; kk < BK; kk += Mma<T>::kK) {
       uint32_t a[2][4], b[4][2];
       load_a_fragments<T>(a, as, L::kAStride, kk, warp_m, lane);
-      if constexpr (sizeof(T) == 4) {
-        const float* bf = reinterpret_cast<const float*>(bs);
-#pragma unroll
-        for (int ni = 0; ni < 4; ++ni) {
-          const int n = warp_n + ni * 8 + gid;
-          b[ni][0] = __float_as_uint(bf[(kk + tig) * L::kBStride + n]);
-          b[ni][1] = __float_as_uint(bf[(kk + tig + 4) * L::kBStride + n]);
-        }
-      } else {
-        const int lrow = lane % 8;
-#pragma unroll
-        for (int nj = 0; nj < 2; ++nj) {
-          // matrices: (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15)
-          const int krow = kk + lrow + ((lane / 8) % 2) * 8;
-          const int ncol = warp_n + nj * 16 + (lane / 16) * 8;
-          uint32_t t4[4];
-          ldmatrix_x4_trans(t4, bs + krow * L::kBStride + ncol);
-          b[2 * nj][0] = t4[0];
-          b[2 * nj][1] = t4[1];
-          b[2 * nj + 1][0] = t4[2];
-          b[2 * nj + 1][1] = t4[3];
-        }
-      }
+      load_b_fragments<T, false>(b, bs, L::kBStride, kk, warp_n, lane);
       warp_mma<T, kSplit>(dst, a, b);
     }
   };
