@@ -48,6 +48,7 @@
 #   bash scripts/gpu_check.sh build rules-test   # the layers the dispatch rules move, and the two-warpgroup transposition's tests
 #   bash scripts/gpu_check.sh install few-out-ab   # few output channels (1-4): the default against the direct and TMA kernels (FEW_OUT_SUITE)
 #   bash scripts/gpu_check.sh build fold-test install fold-ab   # GEMM and fold: tests, sanitizers, A/B on few output channels (FEW_OUT_SUITE)
+#     (FEW_OUT_SUITE=scripts/suites/few_outputs_third.json: the draw that checks the rule for several row tiles)
 #   bash scripts/gpu_check.sh install export-time   # an exported solution's first build and check (EXPORT_CASE)
 #   AUDIT_SUITE=scripts/suites/dispatch_audit_wide.json bash scripts/gpu_check.sh install dispatch-audit   # the audit on wider groups (4-256 channels, 1-4 groups, strides up to 4)
 #   bash scripts/gpu_check.sh build install wprobe   # the weight tiles' L2 traffic's cost: KernelBench under CONVT_WG_WREUSE=2 (a probe, wrong results)

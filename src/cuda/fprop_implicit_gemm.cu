@@ -1659,6 +1659,26 @@ bool gemm_fold_wanted(const Problem& p) {
   return cog <= 4 && cig >= 100 && cog * taps <= 64 && (taps >= 2 || strided);
 }
 
+bool gemm_fold_wanted_over(const Problem& p, const ImplicitGemmFpropPlan& plan) {
+  if (p.dtype == DType::kFloat64 || !plan.usable || !plan.wg) return false;
+  const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
+  const int64_t cog = p.out_channels_per_group(), cig = p.in_channels_per_group();
+  if (cog > 4 || cig < 100 || cog * taps <= 64) return false;
+  // What each side moves: the wgmma tiles' boxes (L2 -> shared memory, every K step's),
+  // against the GEMM's input read once per 64-row tile plus the products' round trip.
+  const double e = double(dtype_size(p.dtype));
+  const double in_bytes = double(p.input_numel()) * e;
+  const double boxes = double(plan.wg_tiles) * plan.wg_steps * plan.wg_box_bytes *
+                       (plan.split ? 2 : 1) * (plan.wg_coop_n ? 2 : 1);
+  const double plane = double(p.input_size[0] * p.input_size[1] * p.input_size[2]);
+  const double fold = in_bytes * double((cog * taps + 63) / 64) +
+                      2.0 * 4.0 * double(p.batch * p.out_channels * taps) * plane;
+  // (Measured on both few-output draws, H200, docs/kernels.md "GEMM and fold": every layer
+  // of several row tiles whose boxes moved at least 3.5x that, on inputs of 32 MB or more,
+  // ran 1.07-9.2x faster as GEMM and fold; a smaller input lost, 0.53-0.75x.)
+  return in_bytes >= 32e6 && boxes >= 3.5 * fold;
+}
+
 // Plans are kept per thread for the last few (problem, options, environment) they were
 // made for: a call plans up to three times (its workspace, its weight re-layout, its
 // launch) and a model's layers come back at every step. A plan depends on nothing else
@@ -2419,18 +2439,33 @@ ImplicitGemmFpropPlan plan_gemm_fold(const Problem& p, const ExecOptions& option
   return plan;
 }
 
+ImplicitGemmFpropPlan plan_default(const Problem& p, const ExecOptions& options);
+
+// GEMM and fold where it is asked for or its rules take it (gemm_fold_wanted, then, over
+// the other kernels' plan, gemm_fold_wanted_over), else that plan.
 ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options) {
-  {
-    const ForwardKernel asked = options.forward_kernel == ForwardKernel::kAuto
-                                    ? forward_kernel_from_env()
-                                    : options.forward_kernel;
-    const int env = wg_env_int_or("CONVT_GEMM_FOLD", -1);
-    const bool forced = asked == ForwardKernel::kGemmFold || (asked == ForwardKernel::kAuto && env == 1);
-    if (forced || (asked == ForwardKernel::kAuto && env != 0 && gemm_fold_wanted(p))) {
-      ImplicitGemmFpropPlan fp = plan_gemm_fold(p, options);
-      if (fp.usable) return fp;
-    }
+  const ForwardKernel asked = options.forward_kernel == ForwardKernel::kAuto
+                                  ? forward_kernel_from_env()
+                                  : options.forward_kernel;
+  const int env = wg_env_int_or("CONVT_GEMM_FOLD", -1);
+  const bool forced =
+      asked == ForwardKernel::kGemmFold || (asked == ForwardKernel::kAuto && env == 1);
+  const bool ruled = asked == ForwardKernel::kAuto && env != 0;
+  if (forced || (ruled && gemm_fold_wanted(p))) {
+    ImplicitGemmFpropPlan fp = plan_gemm_fold(p, options);
+    if (fp.usable) return fp;
   }
+  ImplicitGemmFpropPlan plan = plan_default(p, options);
+  if (ruled && gemm_fold_wanted_over(p, plan)) {
+    ImplicitGemmFpropPlan fp = plan_gemm_fold(p, options);
+    if (fp.usable) return fp;
+  }
+  return plan;
+}
+
+// The plan of the output-stationary kernels (the wgmma, TMA and mma.sync implicit GEMMs,
+// with groups merged and few channels padded where their rules take them).
+ImplicitGemmFpropPlan plan_default(const Problem& p, const ExecOptions& options) {
   ImplicitGemmFpropPlan plan = plan_as_given(p, options);
   const bool kernel_ok = options.forward_kernel == ForwardKernel::kAuto ||
                          options.forward_kernel == ForwardKernel::kImplicitGemmWgmma;

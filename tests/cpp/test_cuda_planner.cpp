@@ -3707,6 +3707,30 @@ TEST(CudaPlanner, FewOutputChannelsRunAsGemmAndFold) {
       }
     }
   }
+  // Several 64-row tiles of (channel, tap) rows: taken over a wgmma plan whose boxes move
+  // at least 3.5x the GEMM's input reads and products (a 3-D 279 -> 1 layer of 8 x 3 x 9
+  // taps, 15.4 ms on the wgmma kernel against 1.7 as GEMM and fold in float32 on an H200),
+  // not where they move about as much (a 2-D 320 -> 4 layer of 8 x 5 taps, stride 1 x 3).
+  {
+    Problem many = make_problem(3, 64, 279, 1, 1, {22, 46, 7}, {8, 3, 9}, {1, 2, 2},
+                                {2, 2, 0}, {0, 1, 0}, {1, 1, 1}, false);
+    Problem even = make_problem(2, 128, 320, 4, 1, {40, 32, 1}, {8, 5, 1}, {1, 3, 1},
+                                {3, 3, 0}, {0, 0, 0}, {2, 1, 1}, true);
+    for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+      many.dtype = even.dtype = dt;
+      const Problem cm = many.canonical3d(), ce = even.canonical3d();
+      SCOPED_TRACE(many.to_string());
+      EXPECT_FALSE(convt::cuda::gemm_fold_wanted(cm));
+      const PlanUnder on = plan_under("CONVT_GEMM_FOLD", "", cm, ExecOptions{});
+      EXPECT_TRUE(on.plan.fold) << on.text;
+      EXPECT_GT(on.plan.fold_j_pad, 64);
+      const PlanUnder off = plan_under("CONVT_GEMM_FOLD", "0", cm, ExecOptions{});
+      ASSERT_TRUE(off.plan.usable && off.plan.wg) << off.text;
+      EXPECT_TRUE(convt::cuda::gemm_fold_wanted_over(cm, off.plan));
+      const PlanUnder other = plan_under("CONVT_GEMM_FOLD", "", ce, ExecOptions{});
+      EXPECT_FALSE(other.plan.fold) << other.text;
+    }
+  }
   // Asked for by the options: wherever it runs, however many output channels; not in
   // float64, and not where another kernel is asked for.
   Problem wide = make_problem(2, 2, 64, 64, 1, {16, 16, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0},

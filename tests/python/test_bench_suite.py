@@ -192,16 +192,17 @@ def check_channel_draw(name, tmp_path, count, in_range, out_range):
 
 
 
-@pytest.mark.parametrize("name", ["few_outputs_fuzz", "few_outputs_heldout"])
+@pytest.mark.parametrize("name", ["few_outputs_fuzz", "few_outputs_heldout", "few_outputs_third"])
 def test_few_outputs_fuzz_suites_are_the_generators_output(name, tmp_path):
-    """scripts/suites/few_outputs_fuzz.json and few_outputs_heldout.json (40 fuzzed layers
-    each of 8-512 input and 1-4 output channels, groups of one, of two seeds: the first for
-    choosing a rule for few output channels, the second for checking it on layers that
-    played no part in the choice) are valid suite files, and scripts/fuzz_suite.py run with
-    the command each description records writes it again byte for byte."""
+    """scripts/suites/few_outputs_fuzz.json, few_outputs_heldout.json and
+    few_outputs_third.json (40 fuzzed layers each of 8-512 input and 1-4 output channels,
+    groups of one, of three seeds: the first for choosing a rule for few output channels, the
+    others for checking rules on layers that played no part in choosing them) are valid suite
+    files, and scripts/fuzz_suite.py run with the command each description records writes it
+    again byte for byte."""
     suite = check_channel_draw(name, tmp_path, 40, (8, 512), (1, 4))
     root_suites = Path(__file__).resolve().parents[2] / "scripts" / "suites"
-    if name.endswith("heldout"):
+    if name != "few_outputs_fuzz":
         key = lambda c: (c.dims, c.batch, c.in_channels, c.out_channels, tuple(c.input_size),
                          tuple(c.kernel_size), tuple(c.stride), tuple(c.padding),
                          tuple(c.output_padding), tuple(c.dilation))
