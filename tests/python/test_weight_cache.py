@@ -55,30 +55,43 @@ def test_prepare_reports_no_relayout_on_the_cpu():
     assert prepared[4:] == (0, 0)
 
 
-def _layer(dtype):
+def _layer(dtype, kind="2d"):
+    """A layer, its input and its prepare_forward parameters: a 2-D layer of 48 output
+    channels (the output-stationary kernels), or a 1-D layer of 2 output channels and 128
+    input channels, kernel 8 (GEMM and fold, whose packed weight holds every tap)."""
     torch.manual_seed(3)
+    if kind == "fold":
+        m = convt.nn.ConvTranspose1d(128, 2, 8, stride=4, padding=2).cuda().to(dtype)
+        x = torch.randn(2, 128, 300, device="cuda", dtype=dtype)
+        return m, x, (1, (4,), (2,), (0,), (1,), 1)
     m = convt.nn.ConvTranspose2d(32, 48, 3, stride=2, padding=1, output_padding=1).cuda().to(dtype)
     x = torch.randn(2, 32, 12, 14, device="cuda", dtype=dtype)
-    return m, x
+    return m, x, (2, (2, 2), (1, 1), (1, 1), (1, 1), 1)
 
 
 def _reference(m, x):
-    return torch.nn.functional.conv_transpose2d(
-        x.double(), m.weight.double(), m.bias.double(), stride=2, padding=1, output_padding=1
+    conv = torch.nn.functional.conv_transpose1d if x.dim() == 3 else torch.nn.functional.conv_transpose2d
+    return conv(
+        x.double(), m.weight.double(), m.bias.double(), stride=m.stride, padding=m.padding,
+        output_padding=m.output_padding
     )
 
 
 @requires_convt_cuda
+@pytest.mark.parametrize("kind", ["2d", "fold"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-def test_kept_packing_matches_and_sees_every_inplace_change(dtype, monkeypatch):
+def test_kept_packing_matches_and_sees_every_inplace_change(dtype, kind, monkeypatch):
     monkeypatch.delenv("CONVT_WEIGHT_CACHE", raising=False)
     convt.clear_weight_cache()
     budget = {torch.float32: 8e-4, torch.bfloat16: 1e-2, torch.float16: 1.5e-3}[dtype]
-    m, x = _layer(dtype)
+    m, x, params = _layer(dtype, kind)
     prepared = _kernels._C.prepare_forward(
         _kernels.describe(x), _kernels.describe(m.weight), _kernels.describe(m.bias),
-        (2, (2, 2), (1, 1), (1, 1), (1, 1), 1), 0, 0, True,
+        params, 0, 0, True,
     )
+    if kind == "fold":
+        what = convt.describe_forward(x, m.weight, m.bias, stride=4, padding=2)
+        assert "GEMM and fold" in what, what
     if prepared[4] == 0:
         pytest.skip("this GPU runs the direct kernel here: no packing to keep")
     with torch.no_grad():
@@ -118,7 +131,7 @@ def test_kept_packing_matches_and_sees_every_inplace_change(dtype, monkeypatch):
 @requires_convt_cuda
 def test_entries_go_with_their_weights():
     convt.clear_weight_cache()
-    m, x = _layer(torch.float32)
+    m, x, _ = _layer(torch.float32)
     with torch.no_grad():
         m(x)
     n = len(_kernels._weight_cache)
@@ -130,7 +143,7 @@ def test_entries_go_with_their_weights():
 @requires_convt_cuda
 def test_graph_replays_see_inplace_weight_changes():
     convt.clear_weight_cache()
-    m, x = _layer(torch.float32)
+    m, x, _ = _layer(torch.float32)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side), torch.no_grad():
