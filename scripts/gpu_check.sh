@@ -1448,19 +1448,22 @@ fi
 if has fold-ab; then
   # GEMM and fold on few output channels (FEW_OUT_SUITE, default the fuzzed draw
   # few_outputs_fuzz.json): checked against PyTorch with it forced (its GEMM on cp.async
-  # tiles where they run), then the GPU's time of the default against it off
-  # (CONVT_GEMM_FOLD=0), forced wherever it runs (=1), and both with the cp.async GEMM
-  # (CONVT_GEMM_FOLD_PIPE=1),
+  # tiles and the fold in that GEMM's epilogue where they run), then the GPU's time of the
+  # default against it off (CONVT_GEMM_FOLD=0), forced wherever it runs (=1), forced with
+  # the cp.async GEMM (CONVT_GEMM_FOLD_PIPE=1) and with the fold fused into it
+  # (CONVT_GEMM_FOLD_FUSED=1),
   # float32 (TF32) and bfloat16, two rounds; the published layers of this kind; and the
   # KernelBench and models suites (where the default must not move).
   fs=${FEW_OUT_SUITE:-scripts/suites/few_outputs_fuzz.json}
-  step fold-check env CONVT_GEMM_FOLD=1 CONVT_GEMM_FOLD_PIPE=1 python3 -m convt bench \
+  step fold-check env CONVT_GEMM_FOLD=1 CONVT_GEMM_FOLD_PIPE=1 CONVT_GEMM_FOLD_FUSED=1 \
+    python3 -m convt bench \
     --suite "$fs" --dtype fp32,bf16,fp16 --math default,strict --reps 3 --warmup 1 \
     --json "$OUT/fold-check.json" -q
   grep -E "geomean|error|mismatch" "$OUT/fold-check.log" | tail -8 | tee -a "$SUMMARY"
   step fold-ab python3 scripts/env_ab.py --suite "$fs" --dtype fp32,bf16 --rounds 2 \
     --gpu-time --json "$OUT/fold-ab.json" base= off=CONVT_GEMM_FOLD=0 on=CONVT_GEMM_FOLD=1 \
-    pipe=CONVT_GEMM_FOLD_PIPE=1 onpipe=CONVT_GEMM_FOLD=1,CONVT_GEMM_FOLD_PIPE=1
+    onpipe=CONVT_GEMM_FOLD=1,CONVT_GEMM_FOLD_PIPE=1 \
+    onfused=CONVT_GEMM_FOLD=1,CONVT_GEMM_FOLD_PIPE=1,CONVT_GEMM_FOLD_FUSED=1
   python3 scripts/ab_summary.py "$OUT/fold-ab.log" | tee -a "$SUMMARY"
   step fold-models python3 scripts/env_ab.py --suite scripts/suites/more_models.json \
     --cases pix2pix_out,wavegan_out,convtasnet_dec,fsrcnn_x3 --dtype fp32,bf16 --rounds 2 \

@@ -35,32 +35,30 @@ void pack_fold_weight(const ImplicitGemmFpropPlan& plan, const Problem& p, const
   check_cuda(cudaGetLastError(), "GEMM and fold: weight packing launch");
 }
 
-template <typename T, typename Index, bool kSplit>
-void launch_fold_gemm(const igemm::FpropParams& fp, int64_t ptiles, int device,
-                      cudaStream_t stream) {
-  using namespace igemm;
-  const std::size_t smem = SmemLayout<T, 32>::kBytes;
+// Launches Kernel on `blocks` blocks of igemm::kThreads threads with `smem` bytes of
+// dynamic shared memory (opted into once per device).
+template <auto Kernel, typename Params>
+void launch_fold_kernel(const Params& params, int64_t blocks, std::size_t smem, int device,
+                        cudaStream_t stream, const char* what) {
   static std::atomic<uint64_t> smem_set{0};
-  const auto kernel = fprop_kernel<T, 32, Index, kSplit, float>;
-  allow_smem(kernel, smem, device, smem_set);
-  const dim3 grid(static_cast<unsigned>(ptiles * fp.groups * fp.co_tiles));
-  kernel<<<grid, kThreads, smem, stream>>>(fp);
-  check_cuda(cudaGetLastError(), "GEMM and fold: GEMM launch");
-}
-
-template <typename T, bool kSplit>
-void launch_fold_gemm_pipelined(const fold::GemmParams& gp, int64_t ptiles, int device,
-                                cudaStream_t stream) {
-  const std::size_t smem = fold::FoldSmem<T>::kBytes;
-  static std::atomic<uint64_t> smem_set{0};
-  const auto kernel = fold::fold_gemm_kernel<T, kSplit>;
-  allow_smem(kernel, smem, device, smem_set);
-  const dim3 grid(static_cast<unsigned>(ptiles * gp.groups * gp.co_tiles));
-  kernel<<<grid, igemm::kThreads, smem, stream>>>(gp);
-  check_cuda(cudaGetLastError(), "GEMM and fold: pipelined GEMM launch");
+  allow_smem(Kernel, smem, device, smem_set);
+  Kernel<<<static_cast<unsigned>(blocks), igemm::kThreads, smem, stream>>>(params);
+  check_cuda(cudaGetLastError(), what);
 }
 
 }  // namespace
+
+bool fold_fused(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x) {
+  const char* env = std::getenv("CONVT_GEMM_FOLD_FUSED");
+  if (env == nullptr || std::atoi(env) != 1 || !plan.fold || !fold_gemm_pipelined(p, x))
+    return false;
+  const bool one_d = p.input_size[0] == 1 && p.input_size[1] == 1 && p.kernel_size[0] == 1 &&
+                     p.kernel_size[1] == 1 && p.output_size(0) == 1 && p.output_size(1) == 1;
+  const int v = 16 / int(dtype_size(p.dtype));
+  return one_d && plan.fold_j_pad == igemm::kBlockM &&
+         fold::fused_owned_outputs(int(p.stride[2]), int(p.dilation[2]), int(p.kernel_size[2]),
+                                   v) > 0;
+}
 
 bool fold_gemm_pipelined(const Problem& p, const TensorRef& x) {
   const char* env = std::getenv("CONVT_GEMM_FOLD_PIPE");
@@ -94,36 +92,36 @@ void launch_gemm_fold(const ImplicitGemmFpropPlan& plan, const Problem& p, const
   const int64_t plane = p.input_size[0] * p.input_size[1] * p.input_size[2];
   const int64_t cog = p.out_channels_per_group();
 
-  // The GEMM: the pointwise problem of cog * taps output channels a group, into prod as a
-  // contiguous (N, C_out * taps, D, H, W) tensor.
-  igemm::FpropParams fp{};
-  fp.x = x.data;
-  fp.wp = packed_weight_ptr(opt);
-  fp.bias = nullptr;
-  fp.y = prod;
-  fp.N = p.batch;
-  fp.cig = p.in_channels_per_group();
-  fp.cog = cog * taps;
-  fp.groups = p.groups;
-  fp.cig_pad = plan.cig_pad;
-  fp.cog_pad = plan.fold_j_pad;
-  for (int d = 0; d < 3; ++d) {
-    fp.in[d] = p.input_size[d];
-    fp.out[d] = p.input_size[d];
-    fp.k[d] = 1;
-    fp.stride[d] = 1;
-    fp.pad[d] = 0;
-    fp.dil[d] = 1;
+  if (fold_fused(plan, p, x)) {
+    // The fold in the GEMM's epilogue (1-D, one row tile): no products in the workspace.
+    fold::FusedParams fu{};
+    fu.x = x.data;
+    fu.wp = packed_weight_ptr(opt);
+    fu.bias = b ? b->data : nullptr;
+    fu.b_str = b ? b->strides[0] : 0;
+    fu.y = y.data;
+    fu.x_n = x.strides[0];
+    fu.x_c = x.strides[1];
+    fu.y_n = y.strides[0];
+    fu.y_c = y.strides[1];
+    fu.y_w = y.strides[4];
+    fu.cig = p.in_channels_per_group();
+    fu.cig_pad = plan.cig_pad;
+    fu.cog = cog;
+    fu.groups = p.groups;
+    fu.L = int(p.input_size[2]);
+    fu.OL = int(p.output_size(2));
+    fu.k = int(p.kernel_size[2]);
+    fu.stride = int(p.stride[2]);
+    fu.pad = int(p.padding[2]);
+    fu.dil = int(p.dilation[2]);
+    fu.owned = fold::fused_owned_outputs(fu.stride, fu.dil, fu.k, 16 / int(sizeof(T)));
+    fu.blocks = int((fu.OL + fu.owned - 1) / fu.owned);
+    launch_fold_kernel<fold::fold_fused_1d_kernel<T, kSplit>>(
+        fu, p.batch * fu.groups * fu.blocks, fold::FoldSmem<T>::kBytes, device, opt.stream,
+        "GEMM and fold: fused 1-D launch");
+    return;
   }
-  for (int d = 0; d < 5; ++d) fp.x_str[d] = x.strides[d];
-  fp.y_str[4] = 1;
-  fp.y_str[3] = p.input_size[2];
-  fp.y_str[2] = p.input_size[1] * p.input_size[2];
-  fp.y_str[1] = plane;
-  fp.y_str[0] = p.out_channels * taps * plane;
-  fp.num_phases = 1;
-  fp.co_tiles = plan.fold_j_pad / igemm::kBlockM;
-  fp.co_inner = 1;
   const int64_t prod_elems = p.batch * p.out_channels * taps * plane;
   const int64_t ptiles = (p.batch * plane + igemm::kBlockN - 1) / igemm::kBlockN;
   if (fold_gemm_pipelined(p, x)) {
@@ -141,13 +139,49 @@ void launch_gemm_fold(const ImplicitGemmFpropPlan& plan, const Problem& p, const
     gp.j_pad = plan.fold_j_pad;
     gp.groups = p.groups;
     gp.co_tiles = plan.fold_j_pad / igemm::kBlockM;
-    launch_fold_gemm_pipelined<T, kSplit>(gp, ptiles, device, opt.stream);
+    launch_fold_kernel<fold::fold_gemm_kernel<T, kSplit>>(
+        gp, ptiles * gp.groups * gp.co_tiles, fold::FoldSmem<T>::kBytes, device, opt.stream,
+        "GEMM and fold: pipelined GEMM launch");
   } else {
+    // The GEMM: the pointwise problem of cog * taps output channels a group, into prod as a
+    // contiguous (N, C_out * taps, D, H, W) tensor.
+    igemm::FpropParams fp{};
+    fp.x = x.data;
+    fp.wp = packed_weight_ptr(opt);
+    fp.bias = nullptr;
+    fp.y = prod;
+    fp.N = p.batch;
+    fp.cig = p.in_channels_per_group();
+    fp.cog = cog * taps;
+    fp.groups = p.groups;
+    fp.cig_pad = plan.cig_pad;
+    fp.cog_pad = plan.fold_j_pad;
+    for (int d = 0; d < 3; ++d) {
+      fp.in[d] = p.input_size[d];
+      fp.out[d] = p.input_size[d];
+      fp.k[d] = 1;
+      fp.stride[d] = 1;
+      fp.pad[d] = 0;
+      fp.dil[d] = 1;
+    }
+    for (int d = 0; d < 5; ++d) fp.x_str[d] = x.strides[d];
+    fp.y_str[4] = 1;
+    fp.y_str[3] = p.input_size[2];
+    fp.y_str[2] = p.input_size[1] * p.input_size[2];
+    fp.y_str[1] = plane;
+    fp.y_str[0] = p.out_channels * taps * plane;
+    fp.num_phases = 1;
+    fp.co_tiles = plan.fold_j_pad / igemm::kBlockM;
+    fp.co_inner = 1;
     const bool small = std::max(span(x), prod_elems) < (int64_t(1) << 31);
+    const int64_t blocks = ptiles * fp.groups * fp.co_tiles;
+    const std::size_t smem = igemm::SmemLayout<T, 32>::kBytes;
     if (small)
-      launch_fold_gemm<T, int, kSplit>(fp, ptiles, device, opt.stream);
+      launch_fold_kernel<igemm::fprop_kernel<T, 32, int, kSplit, float>>(
+          fp, blocks, smem, device, opt.stream, "GEMM and fold: GEMM launch");
     else
-      launch_fold_gemm<T, int64_t, kSplit>(fp, ptiles, device, opt.stream);
+      launch_fold_kernel<igemm::fprop_kernel<T, 32, int64_t, kSplit, float>>(
+          fp, blocks, smem, device, opt.stream, "GEMM and fold: GEMM launch");
   }
 
   // The fold.

@@ -3066,7 +3066,10 @@ std::string describe_implicit_gemm_fprop(const ImplicitGemmFpropPlan& plan, cons
                                          const TensorRef& x, int device) {
   if (!plan.usable) return plan.describe();
   if (plan.fold)
-    return plan.describe() + (fold_gemm_pipelined(p, x) ? " (GEMM tiles by cp.async)" : "");
+    return plan.describe() + (fold_fused(plan, p, x)          ? " (GEMM tiles by cp.async, "
+                                                                 "the fold in its epilogue)"
+                              : fold_gemm_pipelined(p, x) ? " (GEMM tiles by cp.async)"
+                                                          : "");
   if (plan.wg && wgmma_supported(device)) return describe_wgmma(plan, p, x);
   alignas(64) CUtensorMap map;
   std::string why;

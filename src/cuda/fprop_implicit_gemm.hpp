@@ -216,6 +216,11 @@ bool gemm_fold_wanted_over(const Problem& p, const ImplicitGemmFpropPlan& plan);
 // gather kernel runs it.
 bool fold_gemm_pipelined(const Problem& p, const TensorRef& x);
 
+// Whether GEMM and fold runs as fold::fold_fused_1d_kernel, the fold in the cp.async GEMM's
+// epilogue (opt-in, CONVT_GEMM_FOLD_FUSED=1, where fold_gemm_pipelined holds): 1-D layers
+// whose output channels x taps fit one 64-row tile. No products then leave the kernel.
+bool fold_fused(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x);
+
 // The problem the wgmma kernel of `plan` runs for p: p itself, with groups merged
 // (plan.wg_gmerge > 1) fewer groups over the same tensors, and with zeros inserted along W
 // (plan.wg_wup > 1) the same convolution over the upsampled input, W stride 1.

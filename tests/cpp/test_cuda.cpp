@@ -648,6 +648,12 @@ std::vector<Case> gemm_fold_cases() {
   // samples ending inside a 128-position tile, groups with a partial K step, 3-D.
   add(make_problem(1, 3, 40, 2, 1, {200, 1, 1}, {8, 1, 1}, {4, 1, 1}, {2, 0, 0}, {1, 0, 0},
                    {1, 1, 1}, true));
+  // 1-D: groups, dilation and output_padding; a long row over several blocks of the fold in
+  // the GEMM's epilogue (kernel 25, stride 4).
+  add(make_problem(1, 2, 96, 4, 2, {264, 1, 1}, {9, 1, 1}, {3, 1, 1}, {5, 0, 0}, {2, 0, 0},
+                   {2, 1, 1}, true));
+  add(make_problem(1, 2, 40, 1, 1, {1024, 1, 1}, {25, 1, 1}, {4, 1, 1}, {11, 0, 0},
+                   {1, 0, 0}, {1, 1, 1}, true));
   add(make_problem(2, 2, 90, 6, 2, {16, 24, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 1, 0},
                    {1, 1, 1}, true));
   add(make_problem(3, 2, 64, 1, 1, {4, 4, 8}, {2, 3, 3}, {2, 2, 2}, {0, 1, 1}, {1, 1, 1},
@@ -663,12 +669,21 @@ TEST_P(CudaGemmFold, MatchesFloat64Oracle) {
   const Case& c = all[static_cast<size_t>(GetParam())];
   SCOPED_TRACE(c.name());
   // The GEMM as the mma.sync gather kernel, then on cp.async tiles where they run
-  // (CONVT_GEMM_FOLD_PIPE=1: contiguous inputs of planes of a multiple of 16 bytes).
-  const int64_t plane = c.problem.input_size[0] * c.problem.input_size[1] *
-                        c.problem.input_size[2];
-  for (const char* pipe : {"", "1"}) {
-    SCOPED_TRACE(std::string("CONVT_GEMM_FOLD_PIPE=") + pipe);
+  // (CONVT_GEMM_FOLD_PIPE=1: contiguous inputs of planes of a multiple of 16 bytes), then
+  // with the fold in that GEMM's epilogue where it runs (CONVT_GEMM_FOLD_FUSED=1 too: 1-D
+  // layers of at most 64 (channel, tap) rows a group).
+  const Problem& cp = c.problem;
+  const int64_t plane = cp.input_size[0] * cp.input_size[1] * cp.input_size[2];
+  const bool one_tile = cp.out_channels_per_group() *
+                            cp.kernel_size[0] * cp.kernel_size[1] * cp.kernel_size[2] <= 64;
+  const std::pair<const char*, const char*> forms[] = {{"", ""}, {"1", ""}, {"1", "1"}};
+  for (const auto& form : forms) {
+    const char* pipe = form.first;
+    const bool fused = *form.second != '\0';
+    SCOPED_TRACE(std::string("CONVT_GEMM_FOLD_PIPE=") + pipe + " CONVT_GEMM_FOLD_FUSED=" +
+                 form.second);
     const ScopedEnv env("CONVT_GEMM_FOLD_PIPE", pipe);
+    const ScopedEnv env_fused("CONVT_GEMM_FOLD_FUSED", form.second);
     for (const Precision& precision : kPrecisions) {
       if (precision.dtype == DType::kFloat64) continue;
       Problem p = c.problem;
@@ -686,6 +701,9 @@ TEST_P(CudaGemmFold, MatchesFloat64Oracle) {
       const bool tiles = *pipe != '\0' && c.layout == Layout::kContiguous &&
                          plane % (16 / int64_t(convt::dtype_size(p.dtype))) == 0;
       EXPECT_EQ(what.find("cp.async") != std::string::npos, tiles) << what;
+      EXPECT_EQ(what.find("epilogue") != std::string::npos,
+                tiles && fused && cp.spatial_dims == 1 && one_tile)
+          << what;
       check_all_directions(c.problem, c.layout, precision, 6151u * uint64_t(GetParam()) + 5,
                            nullptr, false, ForwardKernel::kGemmFold);
     }

@@ -120,68 +120,68 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// The copies of one thread: A (weight) chunks fixed by the thread, B (input) chunks at
+// (channel row, column) fixed across K steps, each with its offset in x past the channel
+// (the sample and position) and whether it exists.
+template <typename T>
+struct FoldCopies {
+  static constexpr int kV = 16 / int(sizeof(T));  // elements a copy
+  static constexpr int kA = kFoldBK * igemm::kBlockM / kV / igemm::kThreads;
+  static constexpr int kB = kFoldBK * igemm::kBlockN / kV / igemm::kThreads;
+  static_assert(kA >= 1 && kB >= 1, "copies per thread");
+  int64_t b_off[kB];
+  int b_row[kB], b_col[kB];
+  bool b_ok[kB];
+  // Thread tid's B chunks: their rows and columns, and, from pos_of(column) (the chunk's
+  // first input position in the sample's row of positions, or -1 where it has none), their
+  // offsets.
+  template <typename PosFn>
+  __device__ __forceinline__ void place(int tid, PosFn pos_of) {
+#pragma unroll
+    for (int i = 0; i < kB; ++i) {
+      const int v = tid + i * igemm::kThreads;
+      b_row[i] = v / (igemm::kBlockN / kV);
+      b_col[i] = (v % (igemm::kBlockN / kV)) * kV;
+      const int64_t off = pos_of(b_col[i]);
+      b_ok[i] = off >= 0;
+      b_off[i] = b_ok[i] ? off : 0;
+    }
+  }
+};
+
+// The K loop of the cp.async GEMM into acc: a 64 x 128 tile of wg (the packed weight's rows
+// from the tile's first, j_pad a channel) times the input at xg (the group's first channel,
+// x_c a channel), cig channels in K steps of 32 through kFoldStages stages of smem.
 template <typename T, bool kSplit>
-__global__ void __launch_bounds__(igemm::kThreads, kSplit ? 1 : 2) fold_gemm_kernel(GemmParams p) {
+__device__ __forceinline__ void fold_gemm_mainloop(float (&acc)[2][4][4], T* smem,
+                                                   const FoldCopies<T>& c, const T* xg,
+                                                   const T* wg, int64_t x_c, int64_t cig,
+                                                   int64_t j_pad, int ktiles) {
   using namespace igemm;
   using L = SmemLayout<T, kFoldBK>;
-  constexpr int kV = 16 / int(sizeof(T));                                  // elements a copy
-  constexpr int kACopies = kFoldBK * kBlockM / kV / kThreads;              // per thread
-  constexpr int kBCopies = kFoldBK * kBlockN / kV / kThreads;
-  static_assert(kACopies >= 1 && kBCopies >= 1, "copies per thread");
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* smem = reinterpret_cast<T*>(smem_raw);
-
+  using C = FoldCopies<T>;
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
   const int warp_m = (warp / 4) * 32, warp_n = (warp % 4) * 32;
-  const int gid = lane / 4, tig = lane % 4;
-
-  const int64_t gc = p.groups * p.co_tiles;
-  const int64_t by = int64_t(blockIdx.x) % gc;
-  const int64_t p0 = int64_t(blockIdx.x) / gc * kBlockN;
-  const int64_t g = by / p.co_tiles;
-  const int64_t m0 = (by % p.co_tiles) * kBlockM;
-
-  // This thread's B copies: (channel row, column) fixed across K steps; the column's
-  // offset in x (its sample and position) and whether it exists.
-  const T* xg = static_cast<const T*>(p.x) + g * p.cig * p.x_c;
-  int64_t b_off[kBCopies];
-  int b_row[kBCopies], b_col[kBCopies];
-  bool b_ok[kBCopies];
-#pragma unroll
-  for (int i = 0; i < kBCopies; ++i) {
-    const int v = tid + i * kThreads;
-    b_row[i] = v / (kBlockN / kV);
-    b_col[i] = (v % (kBlockN / kV)) * kV;
-    const int64_t pp = p0 + b_col[i];
-    b_ok[i] = pp < p.P;
-    const int64_t n = b_ok[i] ? pp / p.plane : 0;
-    b_off[i] = b_ok[i] ? n * p.x_n + (pp - n * p.plane) : 0;
-  }
-  const T* wg = static_cast<const T*>(p.wp) + g * p.cig_pad * p.j_pad + m0;
-
   auto load = [&](int stage, int kt) {
     T* as = smem + stage * FoldSmem<T>::kStage;
     T* bs = as + L::kAStage;
     const int ci0 = kt * kFoldBK;
 #pragma unroll
-    for (int i = 0; i < kACopies; ++i) {
+    for (int i = 0; i < C::kA; ++i) {
       const int v = tid + i * kThreads;
-      const int row = v / (kBlockM / kV), col = (v % (kBlockM / kV)) * kV;
-      cp_async16(as + row * L::kAStride + col, wg + (ci0 + row) * p.j_pad + col, true);
+      const int row = v / (kBlockM / C::kV), col = (v % (kBlockM / C::kV)) * C::kV;
+      cp_async16(as + row * L::kAStride + col, wg + (ci0 + row) * j_pad + col, true);
     }
 #pragma unroll
-    for (int i = 0; i < kBCopies; ++i) {
-      const int ci = ci0 + b_row[i];
-      const bool ok = b_ok[i] && ci < p.cig;
-      cp_async16(bs + b_row[i] * L::kBStride + b_col[i],
-                 ok ? xg + ci * p.x_c + b_off[i] : xg, ok);
+    for (int i = 0; i < C::kB; ++i) {
+      const int ci = ci0 + c.b_row[i];
+      const bool ok = c.b_ok[i] && ci < cig;
+      cp_async16(bs + c.b_row[i] * L::kBStride + c.b_col[i], ok ? xg + ci * x_c + c.b_off[i] : xg,
+                 ok);
     }
   };
-
-  float acc[2][4][4];
   zero_acc(acc);
-  const int ktiles = int(p.cig_pad / kFoldBK);
 #pragma unroll
   for (int s = 0; s < kFoldStages - 1; ++s) {
     if (s < ktiles) load(s, s);
@@ -211,6 +211,36 @@ __global__ void __launch_bounds__(igemm::kThreads, kSplit ? 1 : 2) fold_gemm_ker
     if constexpr (kSplit) add_acc(acc, part);  // a fresh partial sum per K step
   }
   cp_async_wait<0>();
+}
+
+template <typename T, bool kSplit>
+__global__ void __launch_bounds__(igemm::kThreads, kSplit ? 1 : 2) fold_gemm_kernel(GemmParams p) {
+  using namespace igemm;
+  using C = FoldCopies<T>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32;
+  const int warp_m = (warp / 4) * 32, warp_n = (warp % 4) * 32;
+  const int gid = lane / 4, tig = lane % 4;
+
+  const int64_t gc = p.groups * p.co_tiles;
+  const int64_t by = int64_t(blockIdx.x) % gc;
+  const int64_t p0 = int64_t(blockIdx.x) / gc * kBlockN;
+  const int64_t g = by / p.co_tiles;
+  const int64_t m0 = (by % p.co_tiles) * kBlockM;
+
+  C c;
+  c.place(tid, [&](int col) -> int64_t {
+    const int64_t pp = p0 + col;
+    if (pp >= p.P) return -1;
+    const int64_t n = pp / p.plane;
+    return n * p.x_n + (pp - n * p.plane);
+  });
+  float acc[2][4][4];
+  fold_gemm_mainloop<T, kSplit>(acc, reinterpret_cast<T*>(smem_raw), c,
+                                static_cast<const T*>(p.x) + g * p.cig * p.x_c,
+                                static_cast<const T*>(p.wp) + g * p.cig_pad * p.j_pad + m0,
+                                p.x_c, p.cig, p.j_pad, int(p.cig_pad / kFoldBK));
 
   // Epilogue: pairs of adjacent positions (one sample: the plane is a multiple of kV) as
   // float2 stores to prod[n, g * j + m, position].
@@ -233,6 +263,114 @@ __global__ void __launch_bounds__(igemm::kThreads, kSplit ? 1 : 2) fold_gemm_ker
       }
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// The fold in the GEMM's epilogue, 1-D layers whose output channels x taps fit one 64-row
+// tile (opt-in, CONVT_GEMM_FOLD_FUSED=1, where the cp.async GEMM runs): a block owns `owned`
+// consecutive outputs of one sample and group, multiplies the 128 input positions from
+// `ib` = the first one any of them reads, rounded down to a multiple of the copy's
+// elements (zeros outside the sample), keeps the products in shared memory and adds each
+// owned output's taps there. Neighbouring blocks compute the positions their outputs share
+// (a halo of about (taps - 1) x dilation / stride positions), so that the products never
+// leave the block: no round trip through memory, no second kernel.
+// ---------------------------------------------------------------------------------------
+
+struct FusedParams {
+  const void* x;     // (N, C_in, L), strides x_n, x_c, 1
+  const void* wp;    // Wp[g][cig_pad][64]
+  const void* bias;  // (C_out,) with stride b_str, or nullptr
+  void* y;           // (N, C_out, OL), strides y_n, y_c, y_w
+  int64_t x_n, x_c, y_n, y_c, y_w, b_str;
+  int64_t cig, cig_pad, cog, groups;
+  int L, OL, k, stride, pad, dil;
+  int owned;   // outputs a block
+  int blocks;  // blocks a (sample, group): ceil(OL / owned)
+};
+
+// The first input position output o reads (the smallest i with i * s - pad + t * dil = o
+// for some tap t < k), floor division.
+__host__ __device__ inline int64_t fused_first_input(int64_t o, int s, int pad, int dil, int k) {
+  const int64_t num = o + pad - int64_t(k - 1) * dil;
+  return num >= 0 ? num / s : -((-num + s - 1) / s);
+}
+
+template <typename T, bool kSplit>
+__global__ void __launch_bounds__(igemm::kThreads, kSplit ? 1 : 2)
+    fold_fused_1d_kernel(FusedParams p) {
+  using namespace igemm;
+  using C = FoldCopies<T>;
+  constexpr int kPitch = kBlockN + 4;  // floats a row of the products in shared memory
+  static_assert(kBlockM * kPitch * 4 <= int(FoldSmem<T>::kBytes), "products fit the stages");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32;
+  const int warp_m = (warp / 4) * 32, warp_n = (warp % 4) * 32;
+  const int gid = lane / 4, tig = lane % 4;
+
+  const int64_t bid = blockIdx.x;
+  const int tile = int(bid % p.blocks);
+  const int64_t ng = bid / p.blocks;
+  const int64_t g = ng % p.groups, n = ng / p.groups;
+  const int64_t o0 = int64_t(tile) * p.owned;
+  int64_t ib = fused_first_input(o0, p.stride, p.pad, p.dil, p.k);
+  ib = ib >= 0 ? ib / C::kV * C::kV : -((-ib + C::kV - 1) / C::kV) * C::kV;
+
+  C c;
+  c.place(tid, [&](int col) -> int64_t {
+    const int64_t pos = ib + col;  // (a chunk is wholly in or out: L % kV == 0)
+    return pos >= 0 && pos < p.L ? n * p.x_n + pos : -1;
+  });
+  float acc[2][4][4];
+  T* smem = reinterpret_cast<T*>(smem_raw);
+  fold_gemm_mainloop<T, kSplit>(acc, smem, c, static_cast<const T*>(p.x) + g * p.cig * p.x_c,
+                                static_cast<const T*>(p.wp) + g * p.cig_pad * kBlockM, p.x_c,
+                                p.cig, kBlockM, int(p.cig_pad / kFoldBK));
+  __syncthreads();  // every warp is done with the stages
+  float* prod = reinterpret_cast<float*>(smem_raw);
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int m = warp_m + mi * 16 + gid + (e / 2) * 8;
+        const int col = warp_n + ni * 8 + 2 * tig + (e % 2);
+        prod[m * kPitch + col] = acc[mi][ni][e];
+      }
+  __syncthreads();
+
+  // The fold: output o = q * stride + r reads position q + off0 - j * doff through tap
+  // k0 + j * step (igemm::phase_taps), all within the block's 128 positions.
+  const int64_t end = o0 + p.owned < p.OL ? o0 + p.owned : p.OL;
+  const int64_t count = (end - o0) * p.cog;
+  T* y = static_cast<T*>(p.y) + n * p.y_n + g * p.cog * p.y_c;
+  const T* bias = p.bias ? static_cast<const T*>(p.bias) + g * p.cog * p.b_str : nullptr;
+  for (int64_t idx = tid; idx < count; idx += kThreads) {
+    const int co = int(idx / (end - o0));
+    const int64_t o = o0 + idx % (end - o0);
+    const int r = int(o % p.stride);
+    const int64_t q = o / p.stride;
+    const PhaseTaps t = phase_taps(r, p.stride, p.pad, p.dil, p.k);
+    float sum = bias ? Elem<T>::to_float(bias[co * p.b_str]) : 0.f;
+    for (int j = 0; j < t.count; ++j) {
+      const int64_t i = q + t.off0 - int64_t(j) * t.doff;
+      if (i < 0 || i >= p.L) continue;
+      sum += prod[(co * p.k + t.k0 + j * t.step) * kPitch + int(i - ib)];
+    }
+    y[co * p.y_c + o * p.y_w] = Elem<T>::from_float(sum);
+  }
+}
+
+// Outputs a block of fold_fused_1d_kernel owns, so that the positions they read from their
+// block's first one (rounded down to `v`) fit its 128: 0 where not even one output's do.
+__host__ __device__ inline int fused_owned_outputs(int s, int dil, int k, int v) {
+  // (o0 .. o0 + owned - 1 read positions from floor((o0 + pad - (k - 1) dil) / s) to
+  // floor((o0 + owned - 1 + pad) / s): at most (owned - 1 + (k - 1) dil) / s + 2 of them,
+  // plus v - 1 for the rounding.)
+  const int room = igemm::kBlockN - (v - 1) - 2;
+  const int64_t owned = int64_t(room) * s - int64_t(k - 1) * dil + 1;
+  return owned > 0 ? int(owned) : 0;
 }
 
 // The fold's parameters. P is contiguous: P[n][c][t][id][ih][iw], c the output channel
