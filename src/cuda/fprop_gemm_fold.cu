@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 
@@ -55,9 +56,13 @@ bool fold_fused(const ImplicitGemmFpropPlan& plan, const Problem& p, const Tenso
   const bool one_d = p.input_size[0] == 1 && p.input_size[1] == 1 && p.kernel_size[0] == 1 &&
                      p.kernel_size[1] == 1 && p.output_size(0) == 1 && p.output_size(1) == 1;
   const int v = 16 / int(dtype_size(p.dtype));
-  return one_d && plan.fold_j_pad == igemm::kBlockM &&
-         fold::fused_owned_outputs(int(p.stride[2]), int(p.dilation[2]), int(p.kernel_size[2]),
-                                   v) > 0;
+  const int owned = fold::fused_owned_outputs(int(p.stride[2]), int(p.dilation[2]),
+                                              int(p.kernel_size[2]), v);
+  if (!one_d || plan.fold_j_pad != igemm::kBlockM || owned <= 0) return false;
+  // (The grid: a block per run of owned outputs of each sample and group.)
+  const double blocks =
+      double(p.batch * p.groups) * double((p.output_size(2) + owned - 1) / owned);
+  return blocks < double(INT_MAX);
 }
 
 bool fold_gemm_pipelined(const Problem& p, const TensorRef& x) {

@@ -245,7 +245,8 @@ std::string ImplicitGemmFpropPlan::describe() const {
   if (fold)
     return detail::str_cat("GEMM and fold: mma.sync", split ? " 3xTF32" : "",
                            " GEMM of every tap, tile ", igemm::kBlockM, " (channel, tap) x ",
-                           igemm::kBlockN, " input positions x ", block_k, ", ", fold_j_pad / igemm::kBlockM,
+                           igemm::kBlockN, " input positions x ", block_k, ", ",
+                           fold_j_pad / igemm::kBlockM,
                            " row tiles a group, float products ", fold_prod_bytes,
                            " B, then the fold; workspace ", workspace_bytes, " B");
   if (wg_only)

@@ -199,8 +199,9 @@ struct ImplicitGemmFpropPlan {
 // Whether the dispatcher runs p as GEMM and fold (ImplicitGemmFpropPlan::fold) where the
 // options leave it the choice, whatever the other kernels' plan: layers of at most 4 output
 // channels a group, 100 input channels a group or more, whose output channels times taps
-// fit one 64-row tile (see the definition for the measurements). CONVT_GEMM_FOLD=0 turns it off, =1 takes it wherever it
-// runs; CONVT_FORWARD_KERNEL=gemm_fold (or ForwardKernel::kGemmFold) asks for it.
+// fit one 64-row tile (see the definition for the measurements). CONVT_GEMM_FOLD=0 turns
+// it off, =1 takes it wherever it runs; CONVT_FORWARD_KERNEL=gemm_fold (or
+// ForwardKernel::kGemmFold) asks for it.
 bool gemm_fold_wanted(const Problem& p);
 
 // Whether the dispatcher runs p as GEMM and fold over `plan`, the other kernels' plan for it,

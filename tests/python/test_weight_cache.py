@@ -70,7 +70,8 @@ def _layer(dtype, kind="2d"):
 
 
 def _reference(m, x):
-    conv = torch.nn.functional.conv_transpose1d if x.dim() == 3 else torch.nn.functional.conv_transpose2d
+    f = torch.nn.functional
+    conv = f.conv_transpose1d if x.dim() == 3 else f.conv_transpose2d
     return conv(
         x.double(), m.weight.double(), m.bias.double(), stride=m.stride, padding=m.padding,
         output_padding=m.output_padding

@@ -79,7 +79,7 @@ __global__ void pack_fold_weight_kernel(igemm::PackParams p) {
 }
 
 // ---------------------------------------------------------------------------------------
-// The GEMM fed by cp.async (opt-in, CONVT_GEMM_FOLD_PIPE=1; see fold_gemm_vectorizable in
+// The GEMM fed by cp.async (opt-in, CONVT_GEMM_FOLD_PIPE=1; see fold_gemm_pipelined in
 // src/cuda/fprop_gemm_fold.cu for where it runs). The same tile and MMAs as igemm's
 // fprop_kernel (64 (channel, tap) rows x 128 positions, K steps of 32 input channels, 8
 // warps of 32 x 32), but no gather: every K step's tiles are 16-byte cp.async copies (zeros
