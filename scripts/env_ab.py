@@ -55,7 +55,8 @@ def run(dtype, cases, reps, env, suite="kernelbench", gpu_time=False, channels_l
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("settings", nargs="+", help="NAME=[VAR=VALUE,...]")
-    ap.add_argument("--dtype", default="fp32,bf16")
+    ap.add_argument("--dtype", default="fp32,bf16",
+                    help="comma-separated: fp32, fp32s (strict float32), bf16, fp16")
     ap.add_argument("--cases", default=None,
                     help="comma-separated case ids (default: every case of the suite)")
     ap.add_argument("--suite", default="kernelbench", help="a built-in suite or a suite file")

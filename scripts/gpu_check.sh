@@ -1448,12 +1448,11 @@ fi
 if has fold-ab; then
   # GEMM and fold on few output channels (FEW_OUT_SUITE, default the fuzzed draw
   # few_outputs_fuzz.json): checked against PyTorch with it forced (its GEMM on cp.async
-  # tiles and the fold in that GEMM's epilogue where they run), then the GPU's time of the
-  # default against it off (CONVT_GEMM_FOLD=0), forced wherever it runs (=1), forced with
-  # the cp.async GEMM (CONVT_GEMM_FOLD_PIPE=1) and with the fold fused into it
-  # (CONVT_GEMM_FOLD_FUSED=1),
-  # float32 (TF32) and bfloat16, two rounds; the published layers of this kind; and the
-  # KernelBench and models suites (where the default must not move).
+  # tiles and the fold in that GEMM's epilogue where they run); the GPU's time, two rounds,
+  # float32 (TF32) and bfloat16, of the default against it off (CONVT_GEMM_FOLD=0), forced
+  # wherever it runs (=1), forced with the cp.async GEMM (CONVT_GEMM_FOLD_PIPE=1) and with
+  # the fold fused into it (CONVT_GEMM_FOLD_FUSED=1); strict float32, which the rules leave
+  # to the other kernels, against it forced; then the published layers of this kind.
   fs=${FEW_OUT_SUITE:-scripts/suites/few_outputs_fuzz.json}
   step fold-check env CONVT_GEMM_FOLD=1 CONVT_GEMM_FOLD_PIPE=1 CONVT_GEMM_FOLD_FUSED=1 \
     python3 -m convt bench \
@@ -1465,6 +1464,9 @@ if has fold-ab; then
     onpipe=CONVT_GEMM_FOLD=1,CONVT_GEMM_FOLD_PIPE=1 \
     onfused=CONVT_GEMM_FOLD=1,CONVT_GEMM_FOLD_PIPE=1,CONVT_GEMM_FOLD_FUSED=1
   python3 scripts/ab_summary.py "$OUT/fold-ab.log" | tee -a "$SUMMARY"
+  step fold-strict-ab python3 scripts/env_ab.py --suite "$fs" --dtype fp32s --rounds 2 \
+    --gpu-time --json "$OUT/fold-strict-ab.json" base= on=CONVT_GEMM_FOLD=1
+  python3 scripts/ab_summary.py "$OUT/fold-strict-ab.log" | tee -a "$SUMMARY"
   step fold-models python3 scripts/env_ab.py --suite scripts/suites/more_models.json \
     --cases pix2pix_out,wavegan_out,convtasnet_dec,fsrcnn_x3 --dtype fp32,bf16 --rounds 2 \
     --gpu-time base= off=CONVT_GEMM_FOLD=0 on=CONVT_GEMM_FOLD=1
