@@ -255,3 +255,16 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("worst errors of the sweeps: max|out - ref| / max|ref|")
     for (mode, what), (error, budget) in sorted(WORST_ERRORS.items()):
         terminalreporter.write_line(f"{mode:16s} {what:14s} {error:9.2e}  bound {budget:.1e}")
+
+
+def layer_tensors(layer, bias, seed):
+    """The input, weight and bias (CPU, float32) of a layer given as (dims, batch, in, out,
+    groups, size, kernel, stride, padding, output padding, dilation), the weight scaled by
+    its fan-in, and the functional API's keyword arguments: (dims, x, w, b, kwargs)."""
+    dims, n, cin, cout, g, size, k, s, p, op, d = layer
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, cin, *size, generator=gen)
+    w = torch.randn(cin, cout // g, *k, generator=gen) / (cin // g * len(k)) ** 0.5
+    b = torch.randn(cout, generator=gen) if bias else None
+    kw = dict(stride=s, padding=p, output_padding=op, groups=g, dilation=d)
+    return dims, x, w, b, kw

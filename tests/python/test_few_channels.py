@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import convt
 
-from conftest import rel_error, requires_convt_cuda
+from conftest import layer_tensors, rel_error, requires_convt_cuda
 
 BUDGETS = {torch.float32: 8e-4, torch.bfloat16: 1e-2, torch.float16: 1.5e-3,
            torch.float64: 1e-12}
@@ -53,16 +53,6 @@ def _layer_id(f):
     return "{0}d-{2}-{3}-g{4}-k{6}-s{7}-p{8}-op{9}-d{10}".format(*f[0])
 
 
-def _tensors(layer, bias, seed):
-    dims, n, cin, cout, g, size, k, s, p, op, d = layer
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, cin, *size, generator=gen)
-    w = torch.randn(cin, cout // g, *k, generator=gen) / (cin // g * len(k)) ** 0.5
-    b = torch.randn(cout, generator=gen) if bias else None
-    kw = dict(stride=s, padding=p, output_padding=op, groups=g, dilation=d)
-    return dims, x, w, b, kw
-
-
 def _on_cuda(x, w, b, dtype, channels_last):
     xc, wc = x.to("cuda", dtype), w.to("cuda", dtype)
     if channels_last:
@@ -76,7 +66,7 @@ def _on_cuda(x, w, b, dtype, channels_last):
 def test_fuzzed_few_channel_layers_match_float64(fuzzed, dtype):
     """Within the budget against float64, in the output layout PyTorch's own op gives."""
     layer, channels_last, bias = fuzzed
-    dims, x, w, b, kw = _tensors(layer, bias, 13 * layer[2] + layer[3])
+    dims, x, w, b, kw = layer_tensors(layer, bias, 13 * layer[2] + layer[3])
     xc, wc, bc = _on_cuda(x, w, b, dtype, channels_last)
     what = convt.describe_forward(xc, wc, bc, **kw)
     y = getattr(convt, f"conv_transpose{dims}d")(xc, wc, bc, **kw)
@@ -96,7 +86,7 @@ def test_output_channels_a_thread_give_the_rows_kernels_bits(fuzzed, dtype, monk
     kCo asked for) and the kernel by rows (CONVT_DIRECT_CHANNELS=0) sum the same products in
     the same order: the same bits."""
     layer, channels_last, bias = fuzzed
-    dims, x, w, b, kw = _tensors(layer, bias, 3 * layer[3])
+    dims, x, w, b, kw = layer_tensors(layer, bias, 3 * layer[3])
     xc, wc, bc = _on_cuda(x, w, b, dtype, channels_last)
     op = getattr(convt, f"conv_transpose{dims}d")
     if not convt.describe_forward(xc, wc, bc, **kw).startswith("direct kernel"):
@@ -116,7 +106,7 @@ def test_padded_channels_on_wgmma_match_float64(fuzzed, dtype, monkeypatch):
     channels padded to the K step (where its box fits; on GPUs without wgmma the direct
     kernel): within the budget against float64, in PyTorch's output layout."""
     layer, channels_last, bias = fuzzed
-    dims, x, w, b, kw = _tensors(layer, bias, 7 * layer[2] + layer[3])
+    dims, x, w, b, kw = layer_tensors(layer, bias, 7 * layer[2] + layer[3])
     xc, wc, bc = _on_cuda(x, w, b, dtype, channels_last)
     monkeypatch.setenv("CONVT_WG_FEW", "1")
     what = convt.describe_forward(xc, wc, bc, **kw)
