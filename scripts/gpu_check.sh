@@ -1446,14 +1446,17 @@ if has fold-test; then
   done
 fi
 if has fold-ab; then
-  # GEMM and fold on few output channels (FEW_OUT_SUITE, default the fuzzed draw
-  # few_outputs_fuzz.json): checked against PyTorch with it forced (its GEMM on cp.async
+  # GEMM and fold on few output channels: its Python tests (tests/python/test_gemm_fold.py:
+  # every form, every precision, against float64), then on FEW_OUT_SUITE (default the fuzzed
+  # draw few_outputs_fuzz.json): checked against PyTorch with it forced (its GEMM on cp.async
   # tiles and the fold in that GEMM's epilogue where they run); the GPU's time, two rounds,
   # float32 (TF32) and bfloat16, of the default against it off (CONVT_GEMM_FOLD=0), forced
   # wherever it runs (=1), forced with the cp.async GEMM (CONVT_GEMM_FOLD_PIPE=1) and with
   # the fold fused into it (CONVT_GEMM_FOLD_FUSED=1); strict float32, which the rules leave
   # to the other kernels, against it forced; then the published layers of this kind.
   fs=${FEW_OUT_SUITE:-scripts/suites/few_outputs_fuzz.json}
+  step fold-py python3 -m pytest -q tests/python/test_gemm_fold.py
+  tail -2 "$OUT/fold-py.log" | tee -a "$SUMMARY"
   step fold-check env CONVT_GEMM_FOLD=1 CONVT_GEMM_FOLD_PIPE=1 CONVT_GEMM_FOLD_FUSED=1 \
     python3 -m convt bench \
     --suite "$fs" --dtype fp32,bf16,fp16 --math default,strict --reps 3 --warmup 1 \
