@@ -48,6 +48,7 @@
 #   bash scripts/gpu_check.sh build rules-test   # the layers the dispatch rules move, and the two-warpgroup transposition's tests
 #   bash scripts/gpu_check.sh install few-out-ab   # few output channels (1-4): the default against the direct and TMA kernels (FEW_OUT_SUITE)
 #   bash scripts/gpu_check.sh build fold-test install fold-ab   # GEMM and fold: tests, sanitizers, A/B on few output channels (FEW_OUT_SUITE)
+#   bash scripts/gpu_check.sh install fold-models   # GEMM and fold on published last layers
 #     (FEW_OUT_SUITE=scripts/suites/few_outputs_third.json: the draw that checks the rule for several row tiles)
 #   bash scripts/gpu_check.sh install export-time   # an exported solution's first build and check (EXPORT_CASE)
 #   AUDIT_SUITE=scripts/suites/dispatch_audit_wide.json bash scripts/gpu_check.sh install dispatch-audit   # the audit on wider groups (4-256 channels, 1-4 groups, strides up to 4)
@@ -1453,7 +1454,7 @@ if has fold-ab; then
   # float32 (TF32) and bfloat16, of the default against it off (CONVT_GEMM_FOLD=0), forced
   # wherever it runs (=1), forced with the cp.async GEMM (CONVT_GEMM_FOLD_PIPE=1) and with
   # the fold fused into it (CONVT_GEMM_FOLD_FUSED=1); strict float32, which the rules leave
-  # to the other kernels, against it forced; then the published layers of this kind.
+  # to the other kernels, against it forced. (fold-models: the published layers.)
   fs=${FEW_OUT_SUITE:-scripts/suites/few_outputs_fuzz.json}
   step fold-py python3 -m pytest -q tests/python/test_gemm_fold.py
   tail -2 "$OUT/fold-py.log" | tee -a "$SUMMARY"
@@ -1470,6 +1471,10 @@ if has fold-ab; then
   step fold-strict-ab python3 scripts/env_ab.py --suite "$fs" --dtype fp32s --rounds 2 \
     --gpu-time --json "$OUT/fold-strict-ab.json" base= on=CONVT_GEMM_FOLD=1
   python3 scripts/ab_summary.py "$OUT/fold-strict-ab.log" | tee -a "$SUMMARY"
+fi
+if has fold-models; then
+  # GEMM and fold on published last layers (more_models: pix2pix's, WaveGAN's, Conv-TasNet's,
+  # FSRCNN's; models: DCGAN's): the default against it off and forced, GPU time.
   step fold-models python3 scripts/env_ab.py --suite scripts/suites/more_models.json \
     --cases pix2pix_out,wavegan_out,convtasnet_dec,fsrcnn_x3 --dtype fp32,bf16 --rounds 2 \
     --gpu-time base= off=CONVT_GEMM_FOLD=0 on=CONVT_GEMM_FOLD=1
