@@ -48,8 +48,9 @@
 #   bash scripts/gpu_check.sh build rules-test   # the layers the dispatch rules move, and the two-warpgroup transposition's tests
 #   bash scripts/gpu_check.sh install few-out-ab   # few output channels (1-4): the default against the direct and TMA kernels (FEW_OUT_SUITE)
 #   bash scripts/gpu_check.sh build fold-test install fold-ab   # GEMM and fold: tests, sanitizers, A/B on few output channels (FEW_OUT_SUITE)
-#   bash scripts/gpu_check.sh install fold-models   # GEMM and fold on published last layers
 #     (FEW_OUT_SUITE=scripts/suites/few_outputs_third.json: the draw that checks the rule for several row tiles)
+#   bash scripts/gpu_check.sh install fold-models   # GEMM and fold on published last layers
+#   bash scripts/gpu_check.sh install fold-draws   # GEMM and fold against off and forced on every few-output draw (FOLD_SUITES)
 #   bash scripts/gpu_check.sh install export-time   # an exported solution's first build and check (EXPORT_CASE)
 #   AUDIT_SUITE=scripts/suites/dispatch_audit_wide.json bash scripts/gpu_check.sh install dispatch-audit   # the audit on wider groups (4-256 channels, 1-4 groups, strides up to 4)
 #   bash scripts/gpu_check.sh build install wprobe   # the weight tiles' L2 traffic's cost: KernelBench under CONVT_WG_WREUSE=2 (a probe, wrong results)
@@ -1471,6 +1472,21 @@ if has fold-ab; then
   step fold-strict-ab python3 scripts/env_ab.py --suite "$fs" --dtype fp32s --rounds 2 \
     --gpu-time --json "$OUT/fold-strict-ab.json" base= on=CONVT_GEMM_FOLD=1
   python3 scripts/ab_summary.py "$OUT/fold-strict-ab.log" | tee -a "$SUMMARY"
+fi
+if has fold-draws; then
+  # GEMM and fold on the few-output draws (FOLD_SUITES, default the fuzzed, held-out and
+  # third draws): its Python tests first, then the GPU's time, two rounds, float32 (TF32),
+  # strict float32 and bfloat16, of the default against it off (CONVT_GEMM_FOLD=0) and
+  # forced wherever it runs (=1).
+  step fold-py python3 -m pytest -q tests/python/test_gemm_fold.py
+  tail -2 "$OUT/fold-py.log" | tee -a "$SUMMARY"
+  for fs in ${FOLD_SUITES:-scripts/suites/few_outputs_fuzz.json scripts/suites/few_outputs_heldout.json scripts/suites/few_outputs_third.json}; do
+    name=$(basename "$fs" .json)
+    step "fold-draw-$name" python3 scripts/env_ab.py --suite "$fs" --dtype fp32,fp32s,bf16 \
+      --rounds 2 --gpu-time --json "$OUT/fold-draw-$name.json" base= off=CONVT_GEMM_FOLD=0 \
+      on=CONVT_GEMM_FOLD=1
+    python3 scripts/ab_summary.py "$OUT/fold-draw-$name.log" | tee -a "$SUMMARY"
+  done
 fi
 if has fold-models; then
   # GEMM and fold on published last layers (more_models: pix2pix's, WaveGAN's, Conv-TasNet's,

@@ -49,9 +49,16 @@ void launch_fold_kernel(const Params& params, int64_t blocks, std::size_t smem, 
 
 }  // namespace
 
+namespace {
+
+// A switch that is on unless set to 0 (unset or empty: on).
+bool fold_switch_off(const char* v) { return v != nullptr && *v != '\0' && std::atoi(v) == 0; }
+
+}  // namespace
+
 bool fold_fused(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x) {
   const char* env = std::getenv("CONVT_GEMM_FOLD_FUSED");
-  if (env == nullptr || std::atoi(env) != 1 || !plan.fold || !fold_gemm_pipelined(p, x))
+  if (fold_switch_off(env) || !plan.fold || !fold_gemm_pipelined(p, x))
     return false;
   const bool one_d = p.input_size[0] == 1 && p.input_size[1] == 1 && p.kernel_size[0] == 1 &&
                      p.kernel_size[1] == 1 && p.output_size(0) == 1 && p.output_size(1) == 1;
@@ -67,7 +74,7 @@ bool fold_fused(const ImplicitGemmFpropPlan& plan, const Problem& p, const Tenso
 
 bool fold_gemm_pipelined(const Problem& p, const TensorRef& x) {
   const char* env = std::getenv("CONVT_GEMM_FOLD_PIPE");
-  if (env == nullptr || std::atoi(env) != 1) return false;
+  if (fold_switch_off(env)) return false;
   const int64_t e = int64_t(dtype_size(p.dtype));
   if (e != 4 && e != 2) return false;
   const int64_t v = 16 / e;

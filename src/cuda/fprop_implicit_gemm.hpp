@@ -211,14 +211,15 @@ bool gemm_fold_wanted(const Problem& p);
 // round trip, on inputs of 32 MB or more.
 bool gemm_fold_wanted_over(const Problem& p, const ImplicitGemmFpropPlan& plan);
 
-// Whether GEMM and fold runs its GEMM on fold::fold_gemm_kernel (cp.async tiles; opt-in,
-// CONVT_GEMM_FOLD_PIPE=1) for the input x: each channel's plane contiguous, the plane, x's
-// sample and channel strides multiples of 16 bytes, x 16-byte aligned. Else the mma.sync
-// gather kernel runs it.
+// Whether GEMM and fold runs its GEMM on fold::fold_gemm_kernel (cp.async tiles; by default,
+// CONVT_GEMM_FOLD_PIPE=0 turns it off) for the input x: each channel's plane contiguous,
+// the plane, x's sample and channel strides multiples of 16 bytes, x 16-byte aligned. Else
+// the mma.sync gather kernel runs it.
 bool fold_gemm_pipelined(const Problem& p, const TensorRef& x);
 
 // Whether GEMM and fold runs as fold::fold_fused_1d_kernel, the fold in the cp.async GEMM's
-// epilogue (opt-in, CONVT_GEMM_FOLD_FUSED=1, where fold_gemm_pipelined holds): 1-D layers
+// epilogue (by default, CONVT_GEMM_FOLD_FUSED=0 turns it off; where fold_gemm_pipelined
+// holds): 1-D layers
 // whose output channels x taps fit one 64-row tile. No products then leave the kernel.
 bool fold_fused(const ImplicitGemmFpropPlan& plan, const Problem& p, const TensorRef& x);
 

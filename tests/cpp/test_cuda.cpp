@@ -668,18 +668,18 @@ TEST_P(CudaGemmFold, MatchesFloat64Oracle) {
   static const std::vector<Case> all = gemm_fold_cases();
   const Case& c = all[static_cast<size_t>(GetParam())];
   SCOPED_TRACE(c.name());
-  // The GEMM as the mma.sync gather kernel, then on cp.async tiles where they run
-  // (CONVT_GEMM_FOLD_PIPE=1: contiguous inputs of planes of a multiple of 16 bytes), then
-  // with the fold in that GEMM's epilogue where it runs (CONVT_GEMM_FOLD_FUSED=1 too: 1-D
-  // layers of at most 64 (channel, tap) rows a group).
+  // The GEMM as the mma.sync gather kernel (CONVT_GEMM_FOLD_PIPE=0), then on cp.async tiles
+  // where they run (CONVT_GEMM_FOLD_FUSED=0: contiguous inputs of planes of a multiple of 16
+  // bytes), then as by default, with the fold in that GEMM's epilogue where it runs (1-D layers
+  // of at most 64 (channel, tap) rows a group).
   const Problem& cp = c.problem;
   const int64_t plane = cp.input_size[0] * cp.input_size[1] * cp.input_size[2];
   const bool one_tile = cp.out_channels_per_group() *
                             cp.kernel_size[0] * cp.kernel_size[1] * cp.kernel_size[2] <= 64;
-  const std::pair<const char*, const char*> forms[] = {{"", ""}, {"1", ""}, {"1", "1"}};
+  const std::pair<const char*, const char*> forms[] = {{"0", "0"}, {"1", "0"}, {"1", "1"}};
   for (const auto& form : forms) {
     const char* pipe = form.first;
-    const bool fused = *form.second != '\0';
+    const bool fused = *form.second == '1';
     SCOPED_TRACE(std::string("CONVT_GEMM_FOLD_PIPE=") + pipe + " CONVT_GEMM_FOLD_FUSED=" +
                  form.second);
     const ScopedEnv env("CONVT_GEMM_FOLD_PIPE", pipe);
@@ -698,7 +698,7 @@ TEST_P(CudaGemmFold, MatchesFloat64Oracle) {
       EXPECT_EQ(what.find("3xTF32") != std::string::npos,
                 precision.math == MathMode::kStrictFP32 && p.dtype == DType::kFloat32)
           << what;
-      const bool tiles = *pipe != '\0' && c.layout == Layout::kContiguous &&
+      const bool tiles = *pipe == '1' && c.layout == Layout::kContiguous &&
                          plane % (16 / int64_t(convt::dtype_size(p.dtype))) == 0;
       EXPECT_EQ(what.find("cp.async") != std::string::npos, tiles) << what;
       EXPECT_EQ(what.find("epilogue") != std::string::npos,

@@ -3,8 +3,8 @@ GEMM and fold (docs/kernels.md, "GEMM and fold"): one GEMM over the input's posi
 every (output channel, tap), then the fold of its products into the output. Fuzzed layers
 and published ones through the functional API, every precision, within the budget against
 float64, by default and with GEMM and fold forced in each of its forms (the mma.sync gather
-GEMM, the cp.async GEMM with CONVT_GEMM_FOLD_PIPE=1, the fold in that GEMM's epilogue with
-CONVT_GEMM_FOLD_FUSED=1 too); which layers the dispatcher gives it; the nn modules' output
+GEMM with CONVT_GEMM_FOLD_PIPE=0, the cp.async GEMM with CONVT_GEMM_FOLD_FUSED=0, the fold
+in that GEMM's epilogue); which layers the dispatcher gives it; the nn modules' output
 against PyTorch's own op on the GPU. GPU only."""
 import random
 
@@ -22,7 +22,7 @@ DTYPES = {"fp32": torch.float32, "fp32-strict": torch.float32, "bf16": torch.bfl
 FUNCS = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
 CONVT_FUNCS = {1: convt.conv_transpose1d, 2: convt.conv_transpose2d, 3: convt.conv_transpose3d}
 # (CONVT_GEMM_FOLD, CONVT_GEMM_FOLD_PIPE, CONVT_GEMM_FOLD_FUSED)
-FORMS = {"default": ("", "", ""), "forced": ("1", "", ""), "pipe": ("1", "1", ""),
+FORMS = {"default": ("", "", ""), "forced": ("1", "0", "0"), "pipe": ("1", "1", "0"),
          "fused": ("1", "1", "1")}
 
 

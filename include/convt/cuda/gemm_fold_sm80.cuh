@@ -79,7 +79,7 @@ __global__ void pack_fold_weight_kernel(igemm::PackParams p) {
 }
 
 // ---------------------------------------------------------------------------------------
-// The GEMM fed by cp.async (opt-in, CONVT_GEMM_FOLD_PIPE=1; see fold_gemm_pipelined in
+// The GEMM fed by cp.async (CONVT_GEMM_FOLD_PIPE=0 turns it off; see fold_gemm_pipelined in
 // src/cuda/fprop_gemm_fold.cu for where it runs). The same tile and MMAs as igemm's
 // fprop_kernel (64 (channel, tap) rows x 128 positions, K steps of 32 input channels, 8
 // warps of 32 x 32), but no gather: every K step's tiles are 16-byte cp.async copies (zeros
@@ -267,7 +267,8 @@ __global__ void __launch_bounds__(igemm::kThreads, kSplit ? 1 : 2) fold_gemm_ker
 
 // ---------------------------------------------------------------------------------------
 // The fold in the GEMM's epilogue, 1-D layers whose output channels x taps fit one 64-row
-// tile (opt-in, CONVT_GEMM_FOLD_FUSED=1, where the cp.async GEMM runs): a block owns `owned`
+// tile (CONVT_GEMM_FOLD_FUSED=0 turns it off; where the cp.async GEMM runs): a block owns
+// `owned`
 // consecutive outputs of one sample and group, multiplies the 128 input positions from
 // `ib` = the first one any of them reads, rounded down to a multiple of the copy's
 // elements (zeros outside the sample), keeps the products in shared memory and adds each
