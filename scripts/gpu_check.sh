@@ -1426,7 +1426,7 @@ if has few-out-ab; then
     tma=CONVT_FORWARD_KERNEL=implicit_gemm_tma
   python3 scripts/ab_summary.py "$OUT/few-out-ab.log" | tee -a "$SUMMARY"
   step few-out-models python3 scripts/env_ab.py --suite scripts/suites/more_models.json \
-    --cases pix2pix_out,wavegan_out,convtasnet_dec,fsrcnn_x3 --dtype fp32,bf16 --rounds 2 \
+    --cases pix2pix_out,wavegan_out,convtasnet_dec,fsrcnn_x3 --dtype fp32,fp32s,bf16 --rounds 2 \
     --gpu-time base= direct=CONVT_FORWARD_KERNEL=direct tma=CONVT_FORWARD_KERNEL=implicit_gemm_tma
   tail -12 "$OUT/few-out-models.log" | tee -a "$SUMMARY"
   step few-out-dcgan python3 scripts/env_ab.py --suite models --cases dcgan_g5 \
@@ -1475,14 +1475,18 @@ if has fold-ab; then
 fi
 if has fold-draws; then
   # GEMM and fold on the few-output draws (FOLD_SUITES, default the fuzzed, held-out and
-  # third draws): its Python tests first, then the GPU's time, two rounds, float32 (TF32),
-  # strict float32 and bfloat16, of the default against it off (CONVT_GEMM_FOLD=0) and
-  # forced wherever it runs (=1).
+  # third draws): its Python tests and the planner's first, then the GPU's time, two rounds,
+  # float32 (TF32), strict float32, bfloat16 and float16, of the default against it off
+  # (CONVT_GEMM_FOLD=0) and forced wherever it runs (=1).
   step fold-py python3 -m pytest -q tests/python/test_gemm_fold.py
   tail -2 "$OUT/fold-py.log" | tee -a "$SUMMARY"
+  if [ -x "$BUILD/tests/cpp/convt_test_cuda_planner" ]; then
+    step fold-planner "$BUILD/tests/cpp/convt_test_cuda_planner"
+    grep -E "PASSED|FAILED" "$OUT/fold-planner.log" | tail -8 | tee -a "$SUMMARY"
+  fi
   for fs in ${FOLD_SUITES:-scripts/suites/few_outputs_fuzz.json scripts/suites/few_outputs_heldout.json scripts/suites/few_outputs_third.json}; do
     name=$(basename "$fs" .json)
-    step "fold-draw-$name" python3 scripts/env_ab.py --suite "$fs" --dtype fp32,fp32s,bf16 \
+    step "fold-draw-$name" python3 scripts/env_ab.py --suite "$fs" --dtype fp32,fp32s,bf16,fp16 \
       --rounds 2 --gpu-time --json "$OUT/fold-draw-$name.json" base= off=CONVT_GEMM_FOLD=0 \
       on=CONVT_GEMM_FOLD=1
     python3 scripts/ab_summary.py "$OUT/fold-draw-$name.log" | tee -a "$SUMMARY"
@@ -1492,12 +1496,12 @@ if has fold-models; then
   # GEMM and fold on published last layers (more_models: pix2pix's, WaveGAN's, Conv-TasNet's,
   # FSRCNN's; models: DCGAN's): the default against it off and forced, GPU time.
   step fold-models python3 scripts/env_ab.py --suite scripts/suites/more_models.json \
-    --cases pix2pix_out,wavegan_out,convtasnet_dec,fsrcnn_x3 --dtype fp32,bf16 --rounds 2 \
+    --cases pix2pix_out,wavegan_out,convtasnet_dec,fsrcnn_x3 --dtype fp32,fp32s,bf16 --rounds 2 \
     --gpu-time base= off=CONVT_GEMM_FOLD=0 on=CONVT_GEMM_FOLD=1
-  tail -12 "$OUT/fold-models.log" | tee -a "$SUMMARY"
+  tail -18 "$OUT/fold-models.log" | tee -a "$SUMMARY"
   step fold-dcgan python3 scripts/env_ab.py --suite models --cases dcgan_g5 \
-    --dtype fp32,bf16 --rounds 2 --gpu-time base= off=CONVT_GEMM_FOLD=0 on=CONVT_GEMM_FOLD=1
-  tail -6 "$OUT/fold-dcgan.log" | tee -a "$SUMMARY"
+    --dtype fp32,fp32s,bf16 --rounds 2 --gpu-time base= off=CONVT_GEMM_FOLD=0 on=CONVT_GEMM_FOLD=1
+  tail -8 "$OUT/fold-dcgan.log" | tee -a "$SUMMARY"
 fi
 if has xp-w2-ab || has xp-w2-held-ab; then
   # Two transposer warps (the default) against one (CONVT_WG_XP_WARPS=1), float32 (TF32)

@@ -1646,25 +1646,38 @@ uint64_t convt_env_fingerprint() {
 
 }  // namespace
 
-bool gemm_fold_wanted(const Problem& p) {
+bool gemm_fold_wanted(const Problem& p, MathMode math) {
   if (p.dtype == DType::kFloat64) return false;
   const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
   const int64_t cog = p.out_channels_per_group(), cig = p.in_channels_per_group();
-  const bool strided = p.stride[0] * p.stride[1] * p.stride[2] > 1;
-  // Layers of 1-4 output channels a group whose (channel, tap) rows fill one 64-row tile of
-  // the GEMM, deep enough (100 input channels or more) that the input's one read dominates
-  // (measured, H200, docs/kernels.md "GEMM and fold": of the 19 such layers of
-  // few_outputs_fuzz.json, 18 faster in float32, up to 2.6x, and 16 in bfloat16; 1.34x /
-  // 1.30x over the held-out draw; shallower layers and several row tiles lost as often as
-  // they won). One tap only where a stride leaves outputs without any.
-  return cog <= 4 && cig >= 100 && cog * taps <= 64 && (taps >= 2 || strided);
+  if (cog > 4) return false;
+  // (Measured forced against off with the cp.async GEMM, H200, on the three fuzzed draws of
+  // 40 layers of 1-4 output channels, docs/kernels.md "GEMM and fold".) Strict float32,
+  // whose other kernels run on the CUDA cores: all 106 layers of 64 input channels a group
+  // or more ran faster, 1.04-18.5x; shallower ones lost as often as they won (7 of 14).
+  if (p.dtype == DType::kFloat32 && math == MathMode::kStrictFP32) return cig >= 64;
+  // Float32 with TF32, 100 input channels a group or more: 85 of 95 layers faster (1.05-
+  // 12.7x, geomean 1.81x), the others at 0.75-0.98x, however many 64-row tiles the
+  // (channel, tap) rows fill. Shallower layers lost (21 of 25, at 0.31-0.95x).
+  if (p.dtype == DType::kFloat32) return cig >= 100;
+  // 16-bit types, where the wgmma kernel's tiles are cheaper: the (channel, tap) rows within
+  // one 64-row tile, 100 input channels or more (58 of 65 layers faster, 1.05-3.1x, the
+  // others at 0.74-0.97x); over several row tiles 13 of 30 were faster
+  // (gemm_fold_wanted_over takes some).
+  return cig >= 100 && cog * taps <= 64;
 }
 
 bool gemm_fold_wanted_over(const Problem& p, const ImplicitGemmFpropPlan& plan) {
-  if (p.dtype == DType::kFloat64 || !plan.usable || !plan.wg) return false;
+  if (p.dtype == DType::kFloat64 || !plan.usable) return false;
   const int64_t taps = p.kernel_size[0] * p.kernel_size[1] * p.kernel_size[2];
   const int64_t cog = p.out_channels_per_group(), cig = p.in_channels_per_group();
-  if (cog > 4 || cig < 100 || cog * taps <= 64) return false;
+  if (cog > 4) return false;
+  // The mma.sync kernels (gather or TMA) tile 64 or more output channels, of which these
+  // layers fill at most 4; GEMM and fold's rows are (channel, tap) pairs, filled but for
+  // the last tile's padding. Measured (H200, bfloat16): all three such layers of the
+  // few-output draws ran faster, 1.6x (32 and 91 input channels) and 10.8x (160).
+  if (!plan.wg) return cig >= 32;
+  if (cig < 100 || cog * taps <= 64) return false;
   // What each side moves: the wgmma tiles' boxes (L2 -> shared memory, every K step's),
   // against the GEMM's input read once per 64-row tile plus the products' round trip.
   const double e = double(dtype_size(p.dtype));
@@ -1674,9 +1687,10 @@ bool gemm_fold_wanted_over(const Problem& p, const ImplicitGemmFpropPlan& plan) 
   const double plane = double(p.input_size[0] * p.input_size[1] * p.input_size[2]);
   const double fold = in_bytes * double((cog * taps + 63) / 64) +
                       2.0 * 4.0 * double(p.batch * p.out_channels * taps) * plane;
-  // (Measured on both few-output draws, H200, docs/kernels.md "GEMM and fold": every layer
-  // of several row tiles whose boxes moved at least 3.5x that, on inputs of 32 MB or more,
-  // ran 1.07-9.2x faster as GEMM and fold; a smaller input lost, 0.53-0.75x.)
+  // (Measured on the first two few-output draws, H200, docs/kernels.md "GEMM and fold":
+  // every layer of several row tiles whose boxes moved at least 3.5x that, on inputs of
+  // 32 MB or more, ran 1.07-9.2x faster as GEMM and fold; a smaller input lost, 0.53-0.75x.
+  // On the third draw it took 4 layers in float32, 1.5-4.6x, and 4 in bfloat16, 2.2-5.8x.)
   return in_bytes >= 32e6 && boxes >= 3.5 * fold;
 }
 
@@ -2451,15 +2465,15 @@ ImplicitGemmFpropPlan plan_uncached(const Problem& p, const ExecOptions& options
   const int env = wg_env_int_or("CONVT_GEMM_FOLD", -1);
   const bool forced =
       asked == ForwardKernel::kGemmFold || (asked == ForwardKernel::kAuto && env == 1);
-  // (Not in strict float32, where the rules are not measured yet: CONVT_GEMM_FOLD=1 there.)
+  const bool ruled = asked == ForwardKernel::kAuto && env != 0;
+  // (Strict float32's rule is gemm_fold_wanted's alone.)
   const bool strict = p.dtype == DType::kFloat32 && options.math == MathMode::kStrictFP32;
-  const bool ruled = asked == ForwardKernel::kAuto && env != 0 && !strict;
-  if (forced || (ruled && gemm_fold_wanted(p))) {
+  if (forced || (ruled && gemm_fold_wanted(p, options.math))) {
     ImplicitGemmFpropPlan fp = plan_gemm_fold(p, options);
     if (fp.usable) return fp;
   }
   ImplicitGemmFpropPlan plan = plan_default(p, options);
-  if (ruled && gemm_fold_wanted_over(p, plan)) {
+  if (ruled && !strict && gemm_fold_wanted_over(p, plan)) {
     ImplicitGemmFpropPlan fp = plan_gemm_fold(p, options);
     if (fp.usable) return fp;
   }

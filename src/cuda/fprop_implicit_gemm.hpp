@@ -196,19 +196,21 @@ struct ImplicitGemmFpropPlan {
   std::string describe() const;
 };
 
-// Whether the dispatcher runs p as GEMM and fold (ImplicitGemmFpropPlan::fold) where the
-// options leave it the choice, whatever the other kernels' plan: layers of at most 4 output
-// channels a group, 100 input channels a group or more, whose output channels times taps
-// fit one 64-row tile (see the definition for the measurements). CONVT_GEMM_FOLD=0 turns
-// it off, =1 takes it wherever it runs; CONVT_FORWARD_KERNEL=gemm_fold (or
+// Whether the dispatcher runs p as GEMM and fold (ImplicitGemmFpropPlan::fold) under `math`
+// where the options leave it the choice, whatever the other kernels' plan: layers of at
+// most 4 output channels a group with, in strict float32, 64 input channels a group or
+// more; with TF32, 100 or more; in 16-bit types, 100 or more and output channels times taps
+// within one 64-row tile (see the definition for the measurements). CONVT_GEMM_FOLD=0
+// turns it off, =1 takes it wherever it runs; CONVT_FORWARD_KERNEL=gemm_fold (or
 // ForwardKernel::kGemmFold) asks for it.
-bool gemm_fold_wanted(const Problem& p);
+bool gemm_fold_wanted(const Problem& p, MathMode math);
 
-// Whether the dispatcher runs p as GEMM and fold over `plan`, the other kernels' plan for it,
-// where its output channels times taps need several 64-row tiles (at most 4 output and 100
-// or more input channels a group): where `plan` runs on the wgmma kernel and its boxes move
-// at least 3.5x the bytes of the GEMM's input reads (once per row tile) and the products'
-// round trip, on inputs of 32 MB or more.
+// Whether the dispatcher runs p (at most 4 output channels a group; not in strict float32)
+// as GEMM and fold over `plan`, the other kernels' plan for it: where `plan` runs on an
+// mma.sync kernel (32 input channels a group or more), or, with 100 or more and output
+// channels times taps over one 64-row tile, where `plan`'s wgmma boxes move at least 3.5x
+// the bytes of the GEMM's input reads (once per row tile) and the products' round trip, on
+// inputs of 32 MB or more.
 bool gemm_fold_wanted_over(const Problem& p, const ImplicitGemmFpropPlan& plan);
 
 // Whether GEMM and fold runs its GEMM on fold::fold_gemm_kernel (cp.async tiles; by default,

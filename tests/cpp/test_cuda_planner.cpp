@@ -3627,46 +3627,51 @@ TEST(CudaPlanner, DirectChannelsShapesHoldTheirKernelsInvariants) {
 // strict float32, the direct kernel's channel chunks for the others (k3 s2: 6.75, 1 -> 32
 // k4 s2: 4, 2 -> 64 k8 s4: 4) and with CONVT_WG_FEW=0; layers with groups keep their own
 // plans (merged or not) either way, and float64 none.
-// GEMM and fold: the dispatcher's rule (at most 4 output channels a group, 100 input
-// channels a group or more, output channels times taps within one 64-row tile, one tap only
-// with a stride; not in strict float32), its switch and the forced kernel, and the plan's
-// workspace: the packed weight, then the float products at a 256-byte offset.
+// GEMM and fold: the dispatcher's rule (at most 4 output channels a group; in strict
+// float32 64 input channels a group or more, with TF32 100 or more, in 16-bit types 100 or
+// more and output channels times taps within one 64-row tile), its switch and the forced
+// kernel, and the plan's workspace: the packed weight, then the float products at a
+// 256-byte offset.
 TEST(CudaPlanner, FewOutputChannelsRunAsGemmAndFold) {
   using convt::test::make_problem;
   struct Layer {
     Problem p;
-    bool fold;
+    bool tf32, half, strict;  // taken in float32 with TF32, in 16-bit types, strict float32
   };
   const std::vector<Layer> layers = {
       // Conv-TasNet's decoder (512 -> 1, kernel 16, stride 8), pix2pix's last layer.
       {make_problem(1, 4, 512, 1, 1, {3999, 1, 1}, {16, 1, 1}, {8, 1, 1}, {0, 0, 0},
                     {0, 0, 0}, {1, 1, 1}, false),
-       true},
+       true, true, true},
       {make_problem(2, 1, 128, 3, 1, {128, 128, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0},
                     {0, 0, 0}, {1, 1, 1}, true),
-       true},
+       true, true, true},
       // Two groups of 200 -> 2, 3-D taps 2 x 2 x 4 (2 x 16 = 32 rows).
       {make_problem(3, 2, 400, 4, 2, {6, 8, 10}, {2, 2, 4}, {2, 2, 2}, {0, 0, 1}, {0, 0, 1},
                     {1, 1, 1}, true),
-       true},
+       true, true, true},
       // One tap: with a stride, and without.
       {make_problem(1, 8, 346, 2, 1, {2000, 1, 1}, {1, 1, 1}, {4, 1, 1}, {0, 0, 0}, {1, 0, 0},
                     {1, 1, 1}, false),
-       true},
+       true, true, true},
       {make_problem(1, 8, 262, 1, 1, {2000, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
                     {1, 1, 1}, true),
-       false},
-      // DCGAN's last layer (64 -> 3): too few input channels.
+       true, true, true},
+      // DCGAN's last layer (64 -> 3): too few input channels but in strict float32.
       {make_problem(2, 128, 64, 3, 1, {32, 32, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0},
                     {0, 0, 0}, {1, 1, 1}, false),
-       false},
-      // 8 output channels; 4 x 25 = 100 rows (two tiles).
+       false, false, true},
+      // 48 -> 1: too few input channels.
+      {make_problem(2, 4, 48, 1, 1, {64, 64, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
+                    {1, 1, 1}, true),
+       false, false, false},
+      // 8 output channels; 4 x 25 = 100 rows (two tiles: float32 only).
       {make_problem(2, 8, 256, 8, 1, {32, 32, 1}, {4, 4, 1}, {2, 2, 1}, {1, 1, 0}, {0, 0, 0},
                     {1, 1, 1}, true),
-       false},
+       false, false, false},
       {make_problem(2, 8, 200, 4, 1, {32, 32, 1}, {5, 5, 1}, {2, 2, 1}, {2, 2, 0}, {1, 1, 0},
                     {1, 1, 1}, true),
-       false},
+       true, false, true},
   };
   const DType dtypes[] = {DType::kFloat32, DType::kBFloat16, DType::kFloat16};
   for (const Layer& l : layers) {
@@ -3679,9 +3684,10 @@ TEST(CudaPlanner, FewOutputChannelsRunAsGemmAndFold) {
         SCOPED_TRACE(p.to_string() + (math == MathMode::kStrictFP32 ? " strict" : ""));
         ExecOptions o;
         o.math = math;
-        EXPECT_EQ(convt::cuda::gemm_fold_wanted(c), l.fold);
-        // (The rules leave strict float32 to the other kernels.)
-        const bool fold = l.fold && math != MathMode::kStrictFP32;
+        const bool fold = dt != DType::kFloat32 ? l.half
+                          : math == MathMode::kStrictFP32 ? l.strict
+                                                          : l.tf32;
+        EXPECT_EQ(convt::cuda::gemm_fold_wanted(c, math), fold);
         const PlanUnder dflt = plan_under("CONVT_GEMM_FOLD", "", c, o);
         EXPECT_EQ(dflt.plan.fold, fold) << dflt.text;
         EXPECT_EQ(dflt.text.find("GEMM and fold") != std::string::npos, fold) << dflt.text;
@@ -3709,20 +3715,27 @@ TEST(CudaPlanner, FewOutputChannelsRunAsGemmAndFold) {
       }
     }
   }
-  // Several 64-row tiles of (channel, tap) rows: taken over a wgmma plan whose boxes move
-  // at least 3.5x the GEMM's input reads and products (a 3-D 279 -> 1 layer of 8 x 3 x 9
-  // taps, 15.4 ms on the wgmma kernel against 1.7 as GEMM and fold in float32 on an H200),
-  // not where they move about as much (a 2-D 320 -> 4 layer of 8 x 5 taps, stride 1 x 3).
+  // Several 64-row tiles of (channel, tap) rows in 16-bit types: taken over a wgmma plan
+  // whose boxes move at least 3.5x the GEMM's input reads and products (a 3-D 279 -> 1 layer
+  // of 8 x 3 x 9 taps, 8.8 ms on the wgmma kernel against 1.5 as GEMM and fold in bfloat16
+  // on an H200), not where they move about as much (a 2-D 320 -> 4 layer of 8 x 5 taps,
+  // stride 1 x 3), and over an mma.sync plan (a 3-D 160 -> 1 layer of 7 x 3 x 5 taps,
+  // 1.08 ms against 0.10). Float32 with TF32 takes all three by gemm_fold_wanted.
   {
     Problem many = make_problem(3, 64, 279, 1, 1, {22, 46, 7}, {8, 3, 9}, {1, 2, 2},
                                 {2, 2, 0}, {0, 1, 0}, {1, 1, 1}, false);
     Problem even = make_problem(2, 128, 320, 4, 1, {40, 32, 1}, {8, 5, 1}, {1, 3, 1},
                                 {3, 3, 0}, {0, 0, 0}, {2, 1, 1}, true);
+    Problem sync = make_problem(3, 128, 160, 1, 1, {10, 6, 8}, {7, 3, 5}, {2, 4, 3},
+                                {3, 2, 3}, {1, 0, 1}, {1, 1, 1}, true);
     for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
-      many.dtype = even.dtype = dt;
-      const Problem cm = many.canonical3d(), ce = even.canonical3d();
+      many.dtype = even.dtype = sync.dtype = dt;
+      const bool half = dt != DType::kFloat32;
+      const Problem cm = many.canonical3d(), ce = even.canonical3d(), cs = sync.canonical3d();
+      for (const Problem* q : {&cm, &ce, &cs})
+        EXPECT_EQ(convt::cuda::gemm_fold_wanted(*q, MathMode::kAllowTF32), !half)
+            << q->to_string();
       SCOPED_TRACE(many.to_string());
-      EXPECT_FALSE(convt::cuda::gemm_fold_wanted(cm));
       const PlanUnder on = plan_under("CONVT_GEMM_FOLD", "", cm, ExecOptions{});
       EXPECT_TRUE(on.plan.fold) << on.text;
       EXPECT_GT(on.plan.fold_j_pad, 64);
@@ -3730,7 +3743,11 @@ TEST(CudaPlanner, FewOutputChannelsRunAsGemmAndFold) {
       ASSERT_TRUE(off.plan.usable && off.plan.wg) << off.text;
       EXPECT_TRUE(convt::cuda::gemm_fold_wanted_over(cm, off.plan));
       const PlanUnder other = plan_under("CONVT_GEMM_FOLD", "", ce, ExecOptions{});
-      EXPECT_FALSE(other.plan.fold) << other.text;
+      EXPECT_EQ(other.plan.fold, !half) << other.text;
+      const PlanUnder sync_off = plan_under("CONVT_GEMM_FOLD", "0", cs, ExecOptions{});
+      ASSERT_TRUE(sync_off.plan.usable && !sync_off.plan.wg) << sync_off.text;
+      EXPECT_TRUE(convt::cuda::gemm_fold_wanted_over(cs, sync_off.plan));
+      EXPECT_TRUE(plan_under("CONVT_GEMM_FOLD", "", cs, ExecOptions{}).plan.fold);
     }
   }
   // Asked for by the options: wherever it runs, however many output channels; not in

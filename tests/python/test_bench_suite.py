@@ -192,13 +192,13 @@ def check_channel_draw(name, tmp_path, count, in_range, out_range):
 
 
 
-@pytest.mark.parametrize("name", ["few_outputs_fuzz", "few_outputs_heldout", "few_outputs_third"])
+@pytest.mark.parametrize("name", ["few_outputs_fuzz", "few_outputs_heldout", "few_outputs_third",
+                                  "few_outputs_fourth"])
 def test_few_outputs_fuzz_suites_are_the_generators_output(name, tmp_path):
-    """scripts/suites/few_outputs_fuzz.json, few_outputs_heldout.json and
-    few_outputs_third.json (40 fuzzed layers each of 8-512 input and 1-4 output channels,
-    groups of one, of three seeds: the first for choosing a rule for few output channels, the
-    others for checking rules on layers that played no part in choosing them) are valid suite
-    files, and scripts/fuzz_suite.py run with the command each description records writes it
+    """scripts/suites/few_outputs_fuzz.json, few_outputs_heldout.json, few_outputs_third.json
+    and few_outputs_fourth.json (40 fuzzed layers each of 8-512 input and 1-4 output
+    channels, groups of one, of four seeds: each for checking rules on layers that played no
+    part in choosing them, then for choosing the next) are valid suite files, and scripts/fuzz_suite.py run with the command each description records writes it
     again byte for byte."""
     suite = check_channel_draw(name, tmp_path, 40, (8, 512), (1, 4))
     root_suites = Path(__file__).resolve().parents[2] / "scripts" / "suites"
