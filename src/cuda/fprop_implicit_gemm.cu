@@ -1657,9 +1657,11 @@ bool gemm_fold_wanted(const Problem& p, MathMode math) {
   // or more ran faster, 1.04-18.5x; shallower ones lost as often as they won (7 of 14).
   if (p.dtype == DType::kFloat32 && math == MathMode::kStrictFP32) return cig >= 64;
   // Float32 with TF32, 100 input channels a group or more: 85 of 95 layers faster (1.05-
-  // 12.7x, geomean 1.81x), the others at 0.75-0.98x, however many 64-row tiles the
-  // (channel, tap) rows fill. Shallower layers lost (21 of 25, at 0.31-0.95x).
-  if (p.dtype == DType::kFloat32) return cig >= 100;
+  // 12.7x, geomean 1.81x), the others at 0.75-0.98x. Shallower layers lost (21 of 25, at
+  // 0.31-0.95x). On a fourth draw, checked after, those of 3-4 output channels whose rows
+  // fill several 64-row tiles lost as often as they won (5 of 10, at 0.44-0.98x; the wgmma
+  // kernel's 8-channel tiles waste little there): gemm_fold_wanted_over decides those.
+  if (p.dtype == DType::kFloat32) return cig >= 100 && (cog <= 2 || cog * taps <= 64);
   // 16-bit types, where the wgmma kernel's tiles are cheaper: the (channel, tap) rows within
   // one 64-row tile, 100 input channels or more (58 of 65 layers faster, 1.05-3.1x, the
   // others at 0.74-0.97x); over several row tiles 13 of 30 were faster
@@ -1674,9 +1676,9 @@ bool gemm_fold_wanted_over(const Problem& p, const ImplicitGemmFpropPlan& plan) 
   if (cog > 4) return false;
   // The mma.sync kernels (gather or TMA) tile 64 or more output channels, of which these
   // layers fill at most 4; GEMM and fold's rows are (channel, tap) pairs, filled but for
-  // the last tile's padding. Measured (H200, bfloat16): all three such layers of the
-  // few-output draws ran faster, 1.6x (32 and 91 input channels) and 10.8x (160).
-  if (!plan.wg) return cig >= 32;
+  // the last tile's padding. Measured (H200, bfloat16): the one such layer of 100 input
+  // channels or more of the few-output draws ran 10.8x faster (160 -> 1, 7 x 3 x 5 taps).
+  if (!plan.wg) return cig >= 100;
   if (cig < 100 || cog * taps <= 64) return false;
   // What each side moves: the wgmma tiles' boxes (L2 -> shared memory, every K step's),
   // against the GEMM's input read once per 64-row tile plus the products' round trip.

@@ -199,16 +199,17 @@ struct ImplicitGemmFpropPlan {
 // Whether the dispatcher runs p as GEMM and fold (ImplicitGemmFpropPlan::fold) under `math`
 // where the options leave it the choice, whatever the other kernels' plan: layers of at
 // most 4 output channels a group with, in strict float32, 64 input channels a group or
-// more; with TF32, 100 or more; in 16-bit types, 100 or more and output channels times taps
-// within one 64-row tile (see the definition for the measurements). CONVT_GEMM_FOLD=0
+// more; with TF32, 100 or more and at most 2 output channels a group or output channels
+// times taps within one 64-row tile; in 16-bit types, 100 or more and output channels
+// times taps within one 64-row tile (see the definition for the measurements). CONVT_GEMM_FOLD=0
 // turns it off, =1 takes it wherever it runs; CONVT_FORWARD_KERNEL=gemm_fold (or
 // ForwardKernel::kGemmFold) asks for it.
 bool gemm_fold_wanted(const Problem& p, MathMode math);
 
 // Whether the dispatcher runs p (at most 4 output channels a group; not in strict float32)
-// as GEMM and fold over `plan`, the other kernels' plan for it: where `plan` runs on an
-// mma.sync kernel (32 input channels a group or more), or, with 100 or more and output
-// channels times taps over one 64-row tile, where `plan`'s wgmma boxes move at least 3.5x
+// as GEMM and fold over `plan`, the other kernels' plan for it, with 100 input channels a
+// group or more: where `plan` runs on an mma.sync kernel, or, with output channels times
+// taps over one 64-row tile, where `plan`'s wgmma boxes move at least 3.5x
 // the bytes of the GEMM's input reads (once per row tile) and the products' round trip, on
 // inputs of 32 MB or more.
 bool gemm_fold_wanted_over(const Problem& p, const ImplicitGemmFpropPlan& plan);
