@@ -1,6 +1,7 @@
 """scripts/plan_suite.py and the convt_plan tool (tools/plan_forward.cpp): every case of the
 built-in suites gets one plan line in every mode, without a GPU. Skips where no CUDA build of
 the C++ tests made the tool (build/*/tests/cpp/convt_plan)."""
+import json
 import re
 import subprocess
 import sys
@@ -35,7 +36,7 @@ def test_every_case_and_mode_gets_a_plan(suite, count):
         modes.add((m.group(2), m.group(3)))
         what = m.group(4)
         assert "error" not in what, line
-        assert what.startswith(("implicit-GEMM", "direct kernel")), line
+        assert what.startswith(("implicit-GEMM", "direct kernel", "GEMM and fold")), line
         # (wgmma plans carry their tile count and bytes)
         assert ("wgmma persistent" in what) == (" | tiles " in what), line
         # (the other implicit-GEMM plans say why the wgmma kernel does not run them)
@@ -99,3 +100,30 @@ def test_against_prints_and_writes_the_changed_cases(tmp_path):
                           "--write-suite", str(out)], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2
     assert "--write-suite needs --against" in bad.stderr
+
+
+def test_rule_outcome_runs_each_layer_as_planned(tmp_path):
+    """scripts/rule_outcome.py: a layer the rules give GEMM and fold (Conv-TasNet's decoder)
+    counts at its forced time, one they leave to the other kernels (DCGAN's last layer) at
+    its time with it off."""
+    suite = tmp_path / "suite.json"
+    common = {"groups": 1, "padding": [0], "output_padding": [0], "dilation": [1],
+              "bias": False}
+    suite.write_text(json.dumps({"about": "two last layers", "cases": [
+        dict(common, id="tasnet", dims=1, batch=2, in_channels=512, out_channels=1,
+             input_size=[999], kernel_size=[16], stride=[8]),
+        dict(common, id="dcgan", dims=2, batch=4, in_channels=64, out_channels=3,
+             input_size=[32, 32], kernel_size=[4, 4], stride=[2, 2], padding=[1, 1],
+             output_padding=[0, 0], dilation=[1, 1]),
+    ]}))
+    ab = tmp_path / "ab.json"
+    ab.write_text(json.dumps({"suite": str(suite), "rows": [
+        {"case": "tasnet", "dtype": "fp32", "ms": {"off": [2.0, 2.1], "on": [1.0, 1.2]}},
+        {"case": "dcgan", "dtype": "fp32", "ms": {"off": [1.0, 1.1], "on": [4.0, 4.0]}},
+    ]}))
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "rule_outcome.py"), str(ab),
+                          "--marker", "GEMM and fold", "--tool", str(TOOLS[0])],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.strip() == ("fp32: 1.41x geomean over 2 layers against off; 1 taken; "
+                                  "slowest 1.00x (dcgan)")
