@@ -817,6 +817,10 @@ void launch_fprop_wgmma(const ImplicitGemmFpropPlan& plan, const Problem& p, con
     // results: timing only; Params::box_probe).
     const char* bp = std::getenv("CONVT_WG_BOXPROBE");
     fp.box_probe = bp != nullptr && bp[0] == '1' ? 1 : 0;
+    // CONVT_WG_STORE4=1: channel-major tiles' epilogue stores four outputs a lane
+    // (Params::store4; opt-in until measured).
+    const char* s4 = std::getenv("CONVT_WG_STORE4");
+    fp.store4 = s4 != nullptr && s4[0] == '1' ? 1 : 0;
   }
   const std::size_t smem = wgmma_shared_bytes(plan);
   if (xp) {

@@ -2097,6 +2097,25 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaPath,
                                           quick_mode() ? 3 : 1),
                          indexed_case_name);
 
+// Channel-major tiles storing four adjacent outputs a lane (Params::store4,
+// CONVT_WG_STORE4=1): every case of the wgmma sweep (rows of odd widths in even ones, odd
+// and even channel strides, partial channel tiles, tap-less W phases whose tiles store the
+// bias alone, several rows a tile, 1-D rows longer than a box, channels_last inputs).
+class CudaWgmmaStore4 : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaWgmmaStore4, MatchesFloat64Oracle) {
+  const std::string reason = wgmma_unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  const ScopedEnv store4("CONVT_WG_STORE4", "1");
+  const Case& c = wgmma_case_list()[static_cast<size_t>(GetParam())];
+  check_wgmma_case(c, 32452843u * uint64_t(GetParam()) + 7, expect_wgmma_kernel);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaStore4,
+                         ::testing::Range(0, static_cast<int>(wgmma_case_list().size()),
+                                          quick_mode() ? 3 : 1),
+                         indexed_case_name);
+
 // K steps keeping the weight tiles their stage still holds (Params::w_reuse), beyond the
 // default plans (which make the weight tiles resident in the fewest stages, at least two,
 // that are a multiple of a tile's K steps, wherever those are no more than the stages; every
