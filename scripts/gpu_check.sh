@@ -51,7 +51,7 @@
 #     (FEW_OUT_SUITE=scripts/suites/few_outputs_third.json: the draw that checks the rule for several row tiles)
 #   bash scripts/gpu_check.sh install fold-models   # GEMM and fold on published last layers
 #   bash scripts/gpu_check.sh install fold-draws   # GEMM and fold against off and forced on every few-output draw (FOLD_SUITES)
-#   bash scripts/gpu_check.sh build store4-test install store4-ab   # channel-major tiles storing four outputs a lane (CONVT_WG_STORE4=1): tests, sanitizers, A/B
+#   bash scripts/gpu_check.sh build store4-test install store4-ab   # the wgmma epilogues storing four outputs a lane (CONVT_WG_STORE4=1): tests, sanitizers, A/B
 #   bash scripts/gpu_check.sh install export-time   # an exported solution's first build and check (EXPORT_CASE)
 #   AUDIT_SUITE=scripts/suites/dispatch_audit_wide.json bash scripts/gpu_check.sh install dispatch-audit   # the audit on wider groups (4-256 channels, 1-4 groups, strides up to 4)
 #   bash scripts/gpu_check.sh build install wprobe   # the weight tiles' L2 traffic's cost: KernelBench under CONVT_WG_WREUSE=2 (a probe, wrong results)
@@ -1494,7 +1494,7 @@ if has fold-draws; then
   done
 fi
 if has store4-test; then
-  # Channel-major tiles storing four outputs a lane (CONVT_WG_STORE4=1): the wgmma sweep with
+  # The wgmma epilogues storing four outputs a lane (CONVT_WG_STORE4=1): the wgmma sweep with
   # it (CudaWgmmaStore4), then compute-sanitizer's memcheck and racecheck on it (quick mode).
   step store4-test "$BUILD/tests/cpp/convt_test_cuda" --gtest_filter='*WgmmaStore4*'
   grep -E "PASSED|FAILED" "$OUT/store4-test.log" | tail -5 | tee -a "$SUMMARY"
@@ -1506,10 +1506,12 @@ if has store4-test; then
 fi
 if has store4-ab; then
   # The same against the default, GPU time, two rounds: KernelBench and the models suite,
-  # float32 (TF32) and bfloat16.
+  # float32 (TF32) and bfloat16; also with the planner's pair-aligned layouts off
+  # (CONVT_WG_EVEN=0: four outputs a lane align each run themselves).
   for s in kernelbench models; do
     step "store4-ab-$s" python3 scripts/env_ab.py --suite "$s" --dtype fp32,bf16 --rounds 2 \
-      --gpu-time --json "$OUT/store4-ab-$s.json" base= store4=CONVT_WG_STORE4=1
+      --gpu-time --json "$OUT/store4-ab-$s.json" base= store4=CONVT_WG_STORE4=1 \
+      store4odd=CONVT_WG_STORE4=1,CONVT_WG_EVEN=0
     python3 scripts/ab_summary.py "$OUT/store4-ab-$s.log" | tee -a "$SUMMARY"
   done
 fi

@@ -2097,10 +2097,11 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaPath,
                                           quick_mode() ? 3 : 1),
                          indexed_case_name);
 
-// Channel-major tiles storing four adjacent outputs a lane (Params::store4,
-// CONVT_WG_STORE4=1): every case of the wgmma sweep (rows of odd widths in even ones, odd
-// and even channel strides, partial channel tiles, tap-less W phases whose tiles store the
-// bias alone, several rows a tile, 1-D rows longer than a box, channels_last inputs).
+// Epilogues storing four adjacent outputs a lane (Params::store4, CONVT_WG_STORE4=1):
+// every case of the wgmma sweep (channel-major and position-major tiles, rows of odd widths
+// in even ones, odd and even channel strides, partial channel tiles, tap-less W phases whose
+// tiles store the bias alone, several rows a tile, 1-D rows longer than a box, channels_last
+// inputs).
 class CudaWgmmaStore4 : public ::testing::TestWithParam<int> {};
 
 TEST_P(CudaWgmmaStore4, MatchesFloat64Oracle) {

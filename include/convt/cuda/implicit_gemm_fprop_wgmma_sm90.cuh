@@ -402,8 +402,9 @@ struct Params {
   // each stage has received a box, no K step copies its box again: the time without the
   // boxes' traffic from L2.
   int box_probe;
-  // 1: channel-major tiles store four adjacent outputs a lane where they can
-  // (store_pass_quads; opt-in, CONVT_WG_STORE4=1), instead of two.
+  // 1: the epilogues of channel-major and (unfolded) position-major tiles store four adjacent
+  // outputs a lane where they can (store_runs_quads; opt-in, CONVT_WG_STORE4=1), instead of
+  // two.
   int store4;
   // The input copied by the copier warps while the tiles run (has_copier kernels; no copy
   // kernel ran): fused 1, the input x (N, C, D, H, W, each sample's D x H x W positions
@@ -966,113 +967,103 @@ __device__ __forceinline__ void store_quad(T* y, int64_t off, float a, float b, 
   }
 }
 
-// Channel-major tiles, a pass's stores four outputs at a time (Params::store4, opt-in,
-// CONVT_WG_STORE4=1; an even channel stride ys1): the warp's 16 staged channels x 64
-// positions (staged[i * pitch + j]: channel m0 + i of tile position P + j, positions
-// flattened over box rows of wbox columns), each half-warp 8 channels (lane / 16, then every
-// other one: all at one alignment in y, ys1 being even), each lane 4 consecutive positions
-// from the pass's first whose output is 4-element aligned in y (h positions in). One store
-// a channel where the four are outputs adjacent and aligned in y; one an element otherwise. Lane 15
-// (h > 0) stores the h positions before the first quad and the 4 - h after the last,
-// element by element. The same stores as store_two_positions in half as many instructions
-// where rows are long and aligned: the stores of memory-bound tiles are latency-bound at
-// two elements a lane (kb81's 1.9 TB/s in float32 and less in bfloat16, docs/kernels.md).
-// zero: a tile without MMAs (its staging is stale), which stores the bias.
-template <typename T, bool kBias>
-__device__ __forceinline__ void store_pass_quads(T* y, const float* staged, int pitch, int P,
-                                                 int lane, int m0, int mcount,
+// An epilogue pass's stores four outputs at a time (Params::store4, opt-in,
+// CONVT_WG_STORE4=1). The warp's staging holds 16 channels (staged[i * pitch + q]: channel
+// m0 + i) of kRuns runs of kLen consecutive tile positions (run r's first at tile position
+// pos0 + r * step, staged at q = r * kLen; positions flattened over box rows of wbox
+// columns): channel-major tiles one run of 64 a pass, position-major ones of 64 kRuns
+// positions kRuns runs of 16 (a warp's positions in each 64-position block). A channel's
+// runs take kRuns kLen / 4 lanes, so that the warp stores G = 32 / that channels at once
+// (group g: channels g, g + G, ...; their outputs all at one alignment where G ys1 is a
+// multiple of 4). In each run a lane takes 4 consecutive positions from the run's first
+// whose output is 4-element aligned in y (h positions in): one store a channel (16 bytes of
+// float, 8 of a 16-bit type) where the four are outputs adjacent and aligned in y, one an
+// element otherwise; the run's last lane (h > 0) stores the h positions before its first
+// quad and the 4 - h after its last, element by element. The same stores as
+// store_two_positions in half as many instructions where the runs' outputs are contiguous,
+// whatever their alignment (store_two_positions pairs only outputs at even elements: layouts
+// of odd width store one element at a time). zero: a tile without MMAs (its staging is
+// stale), which stores the bias.
+template <typename T, bool kBias, int kRuns, int kLen>
+__device__ __forceinline__ void store_runs_quads(T* y, const float* staged, int pitch, int pos0,
+                                                 int step, int lane, int m0, int mcount,
                                                  const EpiInfo* info, int wbox, int rows,
                                                  int cols, int64_t ys1, int npos, bool zero) {
-  const int half = lane >> 4, k = lane & 15;
-  if (half >= mcount) return;
+  constexpr int kQuads = kLen / 4;            // quads of a run
+  constexpr int kLanes = kRuns * kQuads;      // lanes of a channel
+  constexpr int kG = 32 / kLanes;             // channels stored at once
+  static_assert(kLen % 4 == 0 && 32 % kLanes == 0, "whole quads, whole channel groups");
+  const int grp = lane / kLanes, li = lane % kLanes, run = li / kQuads, k = li % kQuads;
+  if (grp >= mcount) return;
   const int cend = min(mcount, 16);
   const int64_t col_step = info->col_step;
-  // Tile position P + j's output offset in y (channel co0), -1 where it is none; r, c its
-  // box row and column.
-  auto offset = [&](int r, int c, int j) -> int64_t {
-    if (P + j >= npos || r >= rows || c >= cols || info->base[r] == kNoRow) return -1;
+  const int rp = pos0 + run * step;  // the run's first tile position
+  // Tile position rp + j's output offset in y (channel co0), -1 where it is none.
+  auto offset = [&](int j) -> int64_t {
+    const int nn = rp + j;
+    const int r = nn / wbox, c = nn - r * wbox;
+    if (nn >= npos || r >= rows || c >= cols || info->base[r] == kNoRow) return -1;
     return info->base[r] + c * col_step;
   };
-  const int rP = P / wbox, cP = P - rP * wbox;
-  // The half's channels' offset from channel co0 (m0 + half, then + 2 ys1 each).
-  T* yc = y + int64_t(info->co0 + m0 + half) * ys1;
-  const int64_t oP = offset(rP, cP, 0);
-  const int h = oP < 0 ? 0 : int((4 - (reinterpret_cast<uintptr_t>(yc + oP) / sizeof(T)) % 4) % 4);
+  // The group's first channel (m0 + grp); each next one G ys1 further.
+  T* yc = y + int64_t(info->co0 + m0 + grp) * ys1;
+  const int64_t cstep = int64_t(kG) * ys1;
+  const int64_t o_first = offset(0);
+  const int h =
+      o_first < 0 ? 0 : int((4 - (reinterpret_cast<uintptr_t>(yc + o_first) / sizeof(T)) % 4) % 4);
   const float* bias = info->bias + m0;
   const bool add_bias = kBias || zero;
+  const float* src = staged + run * kLen;
   auto value = [&](int i, int j) {
-    return (zero ? 0.f : staged[i * pitch + j]) + (add_bias ? bias[i] : 0.f);
+    return (zero ? 0.f : src[i * pitch + j]) + (add_bias ? bias[i] : 0.f);
   };
-  // Elementwise: positions j of the pass (box row r, column c) for the half's channels.
   auto store_one = [&](int j) {
-    int r = rP, c = cP + j;
-    while (c >= wbox) {
-      c -= wbox;
-      ++r;
-    }
-    const int64_t o = offset(r, c, j);
+    const int64_t o = offset(j);
     if (o < 0) return;
     T* q = yc + o;
 #pragma unroll 1
-    for (int i = half; i < cend; i += 2, q += 2 * ys1) *q = Elem<T>::from_float(value(i, j));
+    for (int i = grp; i < cend; i += kG, q += cstep) *q = Elem<T>::from_float(value(i, j));
   };
-  const int nq = h == 0 ? 16 : 15;
-  if (k < nq) {
+  if (h == 0 || k < kQuads - 1) {
     const int j0 = h + 4 * k;
-    int r = rP, c = cP + j0;
-    while (c >= wbox) {
-      c -= wbox;
-      ++r;
-    }
     int64_t o[4];
     bool quad = true;
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      o[e] = offset(r, c, j0 + e);
+      o[e] = offset(j0 + e);
       if (e > 0) quad = quad && o[e] == o[0] + e;
-      if (++c == wbox) {
-        c = 0;
-        ++r;
-      }
     }
-    // (Aligned too: the pass's rows after its first, or a first position that is no
-    // output, may leave the quads off the alignment h gave.)
-    quad = quad && o[0] >= 0 &&
-           reinterpret_cast<uintptr_t>(yc + o[0]) % (4 * sizeof(T)) == 0;
+    // (Aligned too: a run crossing box rows, or starting at no output, may leave its quads
+    // off the alignment h gave.)
+    quad = quad && o[0] >= 0 && reinterpret_cast<uintptr_t>(yc + o[0]) % (4 * sizeof(T)) == 0;
     if (quad) {
       T* q = yc + o[0];
 #pragma unroll 2
-      for (int i = half; i < cend; i += 2, q += 2 * ys1)
+      for (int i = grp; i < cend; i += kG, q += cstep)
         store_quad<T>(q, 0, value(i, j0), value(i, j0 + 1), value(i, j0 + 2), value(i, j0 + 3));
     } else {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if (o[e] < 0) continue;
-        T* q = yc + o[e];
-#pragma unroll 1
-        for (int i = half; i < cend; i += 2, q += 2 * ys1)
-          *q = Elem<T>::from_float(value(i, j0 + e));
-      }
+      for (int e = 0; e < 4; ++e) store_one(j0 + e);
     }
   } else {
     for (int j = 0; j < h; ++j) store_one(j);
-    for (int j = 60 + h; j < 64; ++j) store_one(j);
+    for (int j = kLen - 4 + h; j < kLen; ++j) store_one(j);
   }
 }
 
-// store_pass_quads with the layer's bias, or without one (has_bias: uniform).
-template <typename T>
-__device__ __forceinline__ void store_pass_quads_b(bool has_bias, T* y, const float* staged,
-                                                   int pitch, int P, int lane, int m0,
-                                                   int mcount, const EpiInfo* info, int wbox,
-                                                   int rows, int cols, int64_t ys1, int npos,
-                                                   bool zero) {
+// store_runs_quads with the layer's bias, or without one (has_bias: uniform).
+template <typename T, int kRuns, int kLen>
+__device__ __forceinline__ void store_runs_quads_b(bool has_bias, T* y, const float* staged,
+                                                   int pitch, int pos0, int step, int lane,
+                                                   int m0, int mcount, const EpiInfo* info,
+                                                   int wbox, int rows, int cols, int64_t ys1,
+                                                   int npos, bool zero) {
   if (has_bias)
-    store_pass_quads<T, true>(y, staged, pitch, P, lane, m0, mcount, info, wbox, rows, cols,
-                              ys1, npos, zero);
+    store_runs_quads<T, true, kRuns, kLen>(y, staged, pitch, pos0, step, lane, m0, mcount, info,
+                                           wbox, rows, cols, ys1, npos, zero);
   else
-    store_pass_quads<T, false>(y, staged, pitch, P, lane, m0, mcount, info, wbox, rows, cols,
-                               ys1, npos, zero);
+    store_runs_quads<T, false, kRuns, kLen>(y, staged, pitch, pos0, step, lane, m0, mcount,
+                                            info, wbox, rows, cols, ys1, npos, zero);
 }
 
 // kCh channels of one output whose channels are innermost (out[i], channel i) from staged
@@ -2841,9 +2832,9 @@ __global__ void __launch_bounds__(block_threads(kXp,
           store_position_channels<T, N>(y, stg, pass, lane, wq * 16, info, p.wbox, rows, cols,
                                         !has_mma);
         } else if (p.store4 && ys1 % 2 == 0) {
-          store_pass_quads_b<T>(p.bias != nullptr, y, stg, kEpiPitch, pass * 64, lane, wq * 16,
-                                co_valid - wq * 16, info, p.wbox, rows, cols, ys1, N,
-                                !has_mma);
+          store_runs_quads_b<T, 1, 64>(p.bias != nullptr, y, stg, kEpiPitch, pass * 64, 0, lane,
+                                       wq * 16, co_valid - wq * 16, info, p.wbox, rows, cols,
+                                       ys1, N, !has_mma);
         } else if (nn < N) {
           store_two_positions_b<T, 4>(p.bias != nullptr, y, stg + 2 * lane, kEpiPitch, nn,
                                       wq * 16, co_valid - wq * 16, info, p.wbox, rows, cols,
@@ -2860,6 +2851,7 @@ __global__ void __launch_bounds__(block_threads(kXp,
       constexpr int kPitch = 16 * kMB + 4;
       static_assert(kPitch <= kEpiPitch, "staging fits the warp's area");
       const int j = 2 * lane;  // the lane's first staged position
+      const bool store4_pm = (kMB == 1 || kMB == 2 || kMB == 4) && p.store4;
       const int nn = 64 * (j / 16) + 16 * wq + j % 16;
 #pragma unroll
       for (int pass = 0; pass < (NC + 15) / 16; ++pass) {
@@ -2900,6 +2892,13 @@ __global__ void __launch_bounds__(block_threads(kXp,
                                                64 * (q / 16) + 16 * wq + q % 16, 16 * pass,
                                                info, p.wbox, rows, cols, !has_mma);
           }
+        } else if (store4_pm && (kMB != 4 || ys1 % 2 == 0)) {
+          // (Four outputs a lane, Params::store4: the warp's kMB runs of 16 positions, one
+          // in each 64-position block.)
+          if constexpr (kMB == 1 || kMB == 2 || kMB == 4)
+            store_runs_quads_b<T, kMB, 16>(p.bias != nullptr, y, stg, kPitch, 16 * wq, 64,
+                                           lane, 16 * pass, left, info, p.wbox, rows, cols, ys1,
+                                           N, !has_mma);
         } else if (j < 16 * kMB) {
           // (Unrolled by 4 at 64 channels: fully, the pass loop above stays rolled and the
           // accumulators go to local memory.)
