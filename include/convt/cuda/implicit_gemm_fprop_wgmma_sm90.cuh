@@ -969,26 +969,25 @@ __device__ __forceinline__ void store_quad(T* y, int64_t off, float a, float b, 
 
 // An epilogue pass's stores four outputs at a time (Params::store4, opt-in,
 // CONVT_WG_STORE4=1). The warp's staging holds 16 channels (staged[i * pitch + q]: channel
-// m0 + i) of kRuns runs of kLen consecutive tile positions (run r's first at tile position
-// pos0 + r * step, staged at q = r * kLen; positions flattened over box rows of wbox
-// columns): channel-major tiles one run of 64 a pass, position-major ones of 64 kRuns
-// positions kRuns runs of 16 (a warp's positions in each 64-position block). A channel's
-// runs take kRuns kLen / 4 lanes, so that the warp stores G = 32 / that channels at once
-// (group g: channels g, g + G, ...; their outputs all at one alignment where G ys1 is a
-// multiple of 4). In each run a lane takes 4 consecutive positions from the run's first
-// whose output is 4-element aligned in y (h positions in): one store a channel (16 bytes of
-// float, 8 of a 16-bit type) where the four are outputs adjacent and aligned in y, one an
-// element otherwise; the run's last lane (h > 0) stores the h positions before its first
-// quad and the 4 - h after its last, element by element. The same stores as
-// store_two_positions in half as many instructions where the runs' outputs are contiguous,
-// whatever their alignment (store_two_positions pairs only outputs at even elements: layouts
-// of odd width store one element at a time). zero: a tile without MMAs (its staging is
-// stale), which stores the bias.
-template <typename T, bool kBias, int kRuns, int kLen>
-__device__ __forceinline__ void store_runs_quads(T* y, const float* staged, int pitch, int pos0,
-                                                 int step, int lane, int m0, int mcount,
-                                                 const EpiInfo* info, int wbox, int rows,
-                                                 int cols, int64_t ys1, int npos, bool zero) {
+// m0 + i) of kRuns runs of kLen outputs each (run r's staged at q = r * kLen), whose offsets
+// in y (for channel co0) offset(r, j) gives, -1 for none: channel-major tiles one run of 64
+// tile positions a pass, position-major ones kRuns runs of 16 (a warp's positions in each
+// 64-position block), W phase pairs one run of 32 positions' two phases interleaved. A
+// channel's runs take kRuns kLen / 4 lanes, so that the warp stores G = 32 / that channels
+// at once (group g: channels g, g + G, ...; their outputs all at one alignment where G ys1
+// is a multiple of 4, else element by element). In each run a lane takes 4 consecutive
+// outputs from the run's first whose offset is 4-element aligned in y (h outputs in): one
+// store a channel (16 bytes of float, 8 of a 16-bit type) where the four are adjacent and
+// aligned in y, one an element otherwise; the run's last lane (h > 0) stores the h outputs
+// before its first quad and the 4 - h after its last, element by element. The same stores
+// as store_two_positions in half as many instructions where a run's outputs are contiguous,
+// whatever their alignment (store_two_positions pairs only outputs at even elements:
+// layouts of odd width store one element at a time). zero: a tile without MMAs (its staging
+// is stale), which stores the bias.
+template <typename T, bool kBias, int kRuns, int kLen, typename Offset>
+__device__ __forceinline__ void store_runs_quads(T* y, const float* staged, int pitch,
+                                                 Offset offset, int lane, int m0, int mcount,
+                                                 const EpiInfo* info, int64_t ys1, bool zero) {
   constexpr int kQuads = kLen / 4;            // quads of a run
   constexpr int kLanes = kRuns * kQuads;      // lanes of a channel
   constexpr int kG = 32 / kLanes;             // channels stored at once
@@ -996,19 +995,10 @@ __device__ __forceinline__ void store_runs_quads(T* y, const float* staged, int 
   const int grp = lane / kLanes, li = lane % kLanes, run = li / kQuads, k = li % kQuads;
   if (grp >= mcount) return;
   const int cend = min(mcount, 16);
-  const int64_t col_step = info->col_step;
-  const int rp = pos0 + run * step;  // the run's first tile position
-  // Tile position rp + j's output offset in y (channel co0), -1 where it is none.
-  auto offset = [&](int j) -> int64_t {
-    const int nn = rp + j;
-    const int r = nn / wbox, c = nn - r * wbox;
-    if (nn >= npos || r >= rows || c >= cols || info->base[r] == kNoRow) return -1;
-    return info->base[r] + c * col_step;
-  };
   // The group's first channel (m0 + grp); each next one G ys1 further.
   T* yc = y + int64_t(info->co0 + m0 + grp) * ys1;
   const int64_t cstep = int64_t(kG) * ys1;
-  const int64_t o_first = offset(0);
+  const int64_t o_first = offset(run, 0);
   const int h =
       o_first < 0 ? 0 : int((4 - (reinterpret_cast<uintptr_t>(yc + o_first) / sizeof(T)) % 4) % 4);
   const float* bias = info->bias + m0;
@@ -1018,7 +1008,7 @@ __device__ __forceinline__ void store_runs_quads(T* y, const float* staged, int 
     return (zero ? 0.f : src[i * pitch + j]) + (add_bias ? bias[i] : 0.f);
   };
   auto store_one = [&](int j) {
-    const int64_t o = offset(j);
+    const int64_t o = offset(run, j);
     if (o < 0) return;
     T* q = yc + o;
 #pragma unroll 1
@@ -1026,18 +1016,15 @@ __device__ __forceinline__ void store_runs_quads(T* y, const float* staged, int 
   };
   if (h == 0 || k < kQuads - 1) {
     const int j0 = h + 4 * k;
-    int64_t o[4];
-    bool quad = true;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      o[e] = offset(j0 + e);
-      if (e > 0) quad = quad && o[e] == o[0] + e;
-    }
-    // (Aligned too: a run crossing box rows, or starting at no output, may leave its quads
-    // off the alignment h gave.)
-    quad = quad && o[0] >= 0 && reinterpret_cast<uintptr_t>(yc + o[0]) % (4 * sizeof(T)) == 0;
+    // (Aligned: a run crossing box rows, or starting at no output, may leave its quads off
+    // the alignment h gave; and the group's every channel with it.)
+    const int64_t o0 = offset(run, j0);
+    bool quad = o0 >= 0 && cstep % 4 == 0 &&
+                reinterpret_cast<uintptr_t>(yc + o0) % (4 * sizeof(T)) == 0;
+#pragma unroll 1
+    for (int e = 1; e < 4 && quad; ++e) quad = offset(run, j0 + e) == o0 + e;
     if (quad) {
-      T* q = yc + o[0];
+      T* q = yc + o0;
 #pragma unroll 2
       for (int i = grp; i < cend; i += kG, q += cstep)
         store_quad<T>(q, 0, value(i, j0), value(i, j0 + 1), value(i, j0 + 2), value(i, j0 + 3));
@@ -1051,19 +1038,28 @@ __device__ __forceinline__ void store_runs_quads(T* y, const float* staged, int 
   }
 }
 
-// store_runs_quads with the layer's bias, or without one (has_bias: uniform).
+// store_runs_quads over runs of tile positions (flattened over box rows of wbox columns; run
+// r's first at tile position pos0 + r * step), with the layer's bias or without one
+// (has_bias: uniform).
 template <typename T, int kRuns, int kLen>
 __device__ __forceinline__ void store_runs_quads_b(bool has_bias, T* y, const float* staged,
                                                    int pitch, int pos0, int step, int lane,
                                                    int m0, int mcount, const EpiInfo* info,
                                                    int wbox, int rows, int cols, int64_t ys1,
                                                    int npos, bool zero) {
+  const int64_t col_step = info->col_step;
+  auto offset = [=](int run, int j) -> int64_t {
+    const int nn = pos0 + run * step + j;
+    const int r = nn / wbox, c = nn - r * wbox;
+    if (nn >= npos || r >= rows || c >= cols || info->base[r] == kNoRow) return -1;
+    return info->base[r] + c * col_step;
+  };
   if (has_bias)
-    store_runs_quads<T, true, kRuns, kLen>(y, staged, pitch, pos0, step, lane, m0, mcount, info,
-                                           wbox, rows, cols, ys1, npos, zero);
+    store_runs_quads<T, true, kRuns, kLen>(y, staged, pitch, offset, lane, m0, mcount, info, ys1,
+                                           zero);
   else
-    store_runs_quads<T, false, kRuns, kLen>(y, staged, pitch, pos0, step, lane, m0, mcount,
-                                            info, wbox, rows, cols, ys1, npos, zero);
+    store_runs_quads<T, false, kRuns, kLen>(y, staged, pitch, offset, lane, m0, mcount, info,
+                                            ys1, zero);
 }
 
 // kCh channels of one output whose channels are innermost (out[i], channel i) from staged
@@ -1313,7 +1309,7 @@ __device__ __forceinline__ void pair_epilogue_cm(float (&acc)[1][N / 2], float (
                                                  bool mma0, bool mma1, int cols0, float* stg,
                                                  T* y, const EpiInfo* info, int co_valid,
                                                  int rows, int cols1, int64_t ys1, int wbox,
-                                                 int warp, int g8, int t4) {
+                                                 int warp, int g8, int t4, bool store4) {
   static_assert(N % 32 == 0 && N <= 128, "passes of 32 positions, two accumulator sets");
   static_assert(64 <= kEpiPitch, "a pass's 64 staged outputs fit a channel row");
   const int lane = int(threadIdx.x % 32);
@@ -1355,6 +1351,19 @@ __device__ __forceinline__ void pair_epilogue_cm(float (&acc)[1][N / 2], float (
         store_channels_packed<T, 16>(yc + (info->base[ro] + int64_t(2 * co + e) * cstep),
                                      stg + o, kEpiPitch, bias);
       }
+      __syncwarp();
+      continue;
+    }
+    if (store4 && cstep == 1 && ys1 % 2 == 0) {
+      // (Four outputs a lane, Params::store4: the pass's 64 interleaved outputs as one run.)
+      auto offset = [&](int, int j) -> int64_t {
+        const int e = j & 1, mo = 32 * pass + (j >> 1);
+        const int ro = mo / wbox, co = mo - ro * wbox;
+        if (ro >= rows || co >= (e == 0 ? cols0 : cols1)) return -1;
+        return info->base[ro] + int64_t(2 * co + e) * cstep;
+      };
+      store_runs_quads<T, true, 1, 64>(y, stg, kEpiPitch, offset, lane, m0, co_valid - m0, info,
+                                       ys1, false);
       __syncwarp();
       continue;
     }
@@ -1423,7 +1432,7 @@ __device__ __forceinline__ void pair_epilogue(float (&acc)[N / 64][NC / 2],
                                               bool mma1, int cols0, float* stg, T* y,
                                               const EpiInfo* info, int co_valid, int rows,
                                               int cols1, int64_t ys1, int wbox, int warp, int g8,
-                                              int t4) {
+                                              int t4, bool store4) {
   constexpr int kMB = N / 64;
   constexpr int kP2 = 32 * kMB + 4;
   static_assert(8 * kP2 <= 16 * kEpiPitch, "a pass fits the warp's staging area");
@@ -1477,6 +1486,21 @@ __device__ __forceinline__ void pair_epilogue(float (&acc)[N / 64][NC / 2],
     float bv[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) bv[i] = info->bias[c8 + i];
+    if constexpr (kMB == 1 || kMB == 2 || kMB == 4) {
+      if (store4 && cstep == 1) {
+        // (Four outputs a lane, Params::store4: the warp's kMB runs of 16 positions x 2
+        // phases interleaved, one in each 64-position block.)
+        auto offset = [&](int k, int j) -> int64_t {
+          const int e = j & 1, m = 64 * k + 16 * warp + (j >> 1);
+          const int r = m / wbox, c = m - r * wbox;
+          if (r >= rows || c >= (e == 0 ? cols0 : cols1)) return -1;
+          return info->base[r] + (2 * c + e) * cstep;
+        };
+        store_runs_quads<T, true, kMB, 32>(y, stg, kP2, offset, lane, c8, nch, info, ys1, false);
+        __syncwarp();
+        continue;
+      }
+    }
     if (runs) {
       // (Pairs not aligned for one store somewhere in the warp's rows: lane l stores staged
       // output l of each run of 16 positions x 2 phases, each store 32 adjacent outputs of a
@@ -2747,10 +2771,10 @@ __global__ void __launch_bounds__(block_threads(kXp,
     const int64_t ys1 = p.y_str[1];
     if constexpr (WPH > 1 && kPos) {
       pair_epilogue<T, N, NC>(acc, acc2, pair_mma0, has_mma, pair_cols0, stg, y, info, co_valid,
-                              rows, cols, ys1, p.wbox, wq, g8, t4);
+                              rows, cols, ys1, p.wbox, wq, g8, t4, p.store4 != 0);
     } else if constexpr (WPH > 1) {
       pair_epilogue_cm<T, N>(acc, acc2, pair_mma0, has_mma, pair_cols0, stg, y, info, co_valid,
-                             rows, cols, ys1, p.wbox, wq, g8, t4);
+                             rows, cols, ys1, p.wbox, wq, g8, t4, p.store4 != 0);
     } else if (!kFold && !kSplit && p.wm) {
       // (Not with split TF32: its epilogue's copy of the running sums and this one together
       // made ptxas serialize its wgmma, C7515.)
