@@ -978,7 +978,8 @@ __device__ __forceinline__ void store_quad(T* y, int64_t off, float a, float b, 
 // is a multiple of 4, else element by element). In each run a lane takes 4 consecutive
 // outputs from the run's first whose offset is 4-element aligned in y (h outputs in): one
 // store a channel (16 bytes of float, 8 of a 16-bit type) where the four are adjacent and
-// aligned in y, one an element otherwise; the run's last lane (h > 0) stores the h outputs
+// aligned in y, else one a pair where a pair is (adjacent, at an even element), one an
+// element otherwise; the run's last lane (h > 0) stores the h outputs
 // before its first quad and the 4 - h after its last, element by element. The same stores
 // as store_two_positions in half as many instructions where a run's outputs are contiguous,
 // whatever their alignment (store_two_positions pairs only outputs at even elements:
@@ -1029,8 +1030,24 @@ __device__ __forceinline__ void store_runs_quads(T* y, const float* staged, int 
       for (int i = grp; i < cend; i += kG, q += cstep)
         store_quad<T>(q, 0, value(i, j0), value(i, j0 + 1), value(i, j0 + 2), value(i, j0 + 3));
     } else {
+      // (Two pairs where they are adjacent and aligned for one store, as
+      // store_two_positions would store them; else one element at a time.)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) store_one(j0 + e);
+      for (int e = 0; e < 4; e += 2) {
+        const int64_t oa = offset(run, j0 + e);
+        const bool pair = oa >= 0 && cstep % 2 == 0 &&
+                          reinterpret_cast<uintptr_t>(yc + oa) % (2 * sizeof(T)) == 0 &&
+                          offset(run, j0 + e + 1) == oa + 1;
+        if (pair) {
+          T* q = yc + oa;
+#pragma unroll 1
+          for (int i = grp; i < cend; i += kG, q += cstep)
+            store_pair<T>(q, 0, value(i, j0 + e), value(i, j0 + e + 1));
+        } else {
+          store_one(j0 + e);
+          store_one(j0 + e + 1);
+        }
+      }
     }
   } else {
     for (int j = 0; j < h; ++j) store_one(j);
