@@ -2101,19 +2101,45 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaPath,
 // every case of the wgmma sweep (channel-major and position-major tiles, rows of odd widths
 // in even ones, odd and even channel strides, partial channel tiles, tap-less W phases whose
 // tiles store the bias alone, several rows a tile, 1-D rows longer than a box, channels_last
-// inputs).
+// inputs), then small layers shaped like KernelBench's strided and narrow ones: W phase
+// pairs on channel-major tiles (1-D, stride 2, dilation 2) and on position-major ones (3-D
+// stride 2, groups of 8 channels), zeros inserted along W (stride 5, dilation 2), rows of odd
+// width on position-major tiles of 32 and 24 channels.
+std::vector<Case> store4_cases() {
+  std::vector<Case> v = wgmma_cases();
+  auto add = [&](Problem p) { v.push_back({p, Layout::kContiguous}); };
+  add(make_problem(1, 2, 32, 64, 1, {1000, 1, 1}, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, {0, 0, 0},
+                   {2, 1, 1}, true));
+  add(make_problem(3, 2, 32, 32, 1, {6, 10, 37}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1},
+                   {1, 1, 1}, true));
+  add(make_problem(3, 2, 32, 32, 4, {4, 6, 13}, {3, 5, 7}, {2, 2, 2}, {1, 2, 3}, {1, 1, 1},
+                   {1, 1, 1}, false));
+  add(make_problem(2, 2, 32, 64, 1, {9, 21, 1}, {3, 3, 1}, {5, 5, 1}, {1, 1, 0}, {0, 0, 0},
+                   {2, 2, 1}, false));
+  add(make_problem(2, 2, 32, 32, 1, {13, 101, 1}, {3, 3, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  add(make_problem(3, 2, 48, 24, 1, {7, 9, 23}, {3, 3, 3}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0},
+                   {1, 1, 1}, true));
+  return v;
+}
+
+const std::vector<Case>& store4_case_list() {
+  static const std::vector<Case> all = store4_cases();
+  return all;
+}
+
 class CudaWgmmaStore4 : public ::testing::TestWithParam<int> {};
 
 TEST_P(CudaWgmmaStore4, MatchesFloat64Oracle) {
   const std::string reason = wgmma_unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << reason;
   const ScopedEnv store4("CONVT_WG_STORE4", "1");
-  const Case& c = wgmma_case_list()[static_cast<size_t>(GetParam())];
+  const Case& c = store4_case_list()[static_cast<size_t>(GetParam())];
   check_wgmma_case(c, 32452843u * uint64_t(GetParam()) + 7, expect_wgmma_kernel);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaWgmmaStore4,
-                         ::testing::Range(0, static_cast<int>(wgmma_case_list().size()),
+                         ::testing::Range(0, static_cast<int>(store4_case_list().size()),
                                           quick_mode() ? 3 : 1),
                          indexed_case_name);
 
